@@ -1,0 +1,59 @@
+//! The seam between the chat tools and the network that carries messages.
+//!
+//! The tools validate input, read the history and format results; a backend
+//! delivers messages and knows who is where. The local hub and the IRC client
+//! both implement [`ChatBackend`], and the tools never know which one they have.
+
+use futures::future::BoxFuture;
+
+use crate::{
+    history::{HistoryError, Message},
+    names::{Channel, NameRules, Nick},
+};
+
+/// What a backend reports after sending.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivery {
+    /// The messages as the history stored them, when the backend stores on
+    /// send (the local hub); empty when the network's echo is recorded later.
+    pub stored: Vec<Message>,
+    /// How many lines went out.
+    pub lines: usize,
+    /// True when the network confirmed delivery (the local hub's commit, an
+    /// IRC server's echo-message), false when the lines were only written.
+    pub confirmed: bool,
+}
+
+/// A backend operation failed; the message is written for the agent.
+#[derive(Debug, thiserror::Error)]
+pub enum ChatError {
+    #[error(transparent)]
+    History(#[from] HistoryError),
+    #[error("{0}")]
+    Network(String),
+}
+
+/// A chat network as the tools see it.
+pub trait ChatBackend: Send + Sync + 'static {
+    /// The naming rules of the network (they may change when an IRC server
+    /// announces its ISUPPORT).
+    fn rules(&self) -> NameRules;
+
+    /// Sends `lines` to `channel` as `sender`, creating the channel if needed.
+    /// Succeeds only when every line was delivered.
+    fn send<'a>(
+        &'a self,
+        channel: &'a Channel,
+        sender: &'a Nick,
+        lines: Vec<String>,
+    ) -> BoxFuture<'a, Result<Delivery, ChatError>>;
+
+    /// Creates `channel`; true when it did not exist before.
+    fn create_channel<'a>(&'a self, channel: &'a Channel) -> BoxFuture<'a, Result<bool, ChatError>>;
+
+    /// The channels this backend knows and is in.
+    fn channels(&self) -> BoxFuture<'_, Result<Vec<String>, ChatError>>;
+
+    /// The nicks in `channel`.
+    fn members<'a>(&'a self, channel: &'a Channel) -> BoxFuture<'a, Result<Vec<String>, ChatError>>;
+}

@@ -1,0 +1,846 @@
+//! The message history: every channel message, in SQLite, durable on ack.
+//!
+//! One writer thread owns the only write connection and commits in groups:
+//! it takes every append that is waiting, runs them in one transaction, and
+//! acknowledges them all after the commit. A caller therefore never hears
+//! "stored" before the rows are in the WAL, yet a burst of concurrent sends
+//! costs one commit (one fsync with `synchronous = full`) instead of many.
+//!
+//! Reads use a small pool of read connections. They are indexed queries
+//! bounded by a `LIMIT`, and run on the calling thread: a thread hop would
+//! cost more than the query. Full-text search, which can touch many rows,
+//! runs on tokio's blocking pool.
+//!
+//! Waiters ([`History::wait_newer`]) subscribe to a per-channel counter that
+//! the writer bumps after each commit, so they wake as soon as a message is
+//! durable, without polling.
+
+use std::{
+    collections::HashMap,
+    path::{Path, PathBuf},
+    sync::{
+        Arc, Mutex,
+        mpsc::{self, Receiver, Sender, TryRecvError},
+    },
+    thread::JoinHandle,
+    time::{Duration, Instant},
+};
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
+use serde::Serialize;
+use tokio::sync::{oneshot, watch};
+use tokio_util::sync::CancellationToken;
+
+use crate::names::Channel;
+
+/// Most appends committed in one transaction.
+const MAX_GROUP: usize = 512;
+/// Idle read connections kept open.
+const MAX_IDLE_READERS: usize = 8;
+const SCHEMA_VERSION: i64 = 1;
+
+/// How hard a commit waits for the disk (SQLite's `synchronous` in WAL mode).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Durability {
+    /// Every commit is fsynced: an acknowledged message survives a power cut.
+    #[default]
+    Full,
+    /// Commits reach the OS, not the platter: an acknowledged message survives
+    /// the process being killed, but maybe not a power cut.
+    Normal,
+}
+
+/// Where the history lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Location {
+    /// A database file (created with its directory if missing).
+    File(PathBuf),
+    /// Process memory, gone at exit (`--ephemeral`).
+    Memory,
+}
+
+/// A message as stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Message {
+    pub id: i64,
+    pub channel: String,
+    #[serde(serialize_with = "serialize_time")]
+    pub time: DateTime<Utc>,
+    pub nick: String,
+    pub text: String,
+}
+
+fn serialize_time<S: serde::Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&iso(t))
+}
+
+/// A timestamp as `2026-11-30T22:15:03.123456Z`: precise enough that passing
+/// it back as `since` selects exactly the later messages.
+pub fn iso(t: &DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Micros, true)
+}
+
+/// A message to append.
+#[derive(Debug, Clone)]
+pub struct NewMessage {
+    pub channel: Channel,
+    pub nick: String,
+    /// The nick case-folded by the network's CASEMAPPING.
+    pub nick_key: String,
+    pub text: String,
+    /// The server's timestamp, when the network supplies one; otherwise the
+    /// writer stamps the message when it commits.
+    pub time: Option<DateTime<Utc>>,
+    /// The network's message id, used to drop duplicates on history replay.
+    pub msgid: Option<String>,
+}
+
+/// A history operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum HistoryError {
+    #[error("cannot open the history database {path}: {source}; check that the data directory is writable or pass --data-dir")]
+    Open {
+        path: String,
+        #[source]
+        source: rusqlite::Error,
+    },
+    #[error("cannot create the data directory {path}: {source}")]
+    CreateDir {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the history database {path} has schema version {found}, newer than this switchboard understands ({SCHEMA_VERSION}); upgrade switchboard or use another --data-dir")]
+    NewerSchema { path: String, found: i64 },
+    #[error("history database error: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("the message was not stored: the history database failed to commit ({0})")]
+    Commit(String),
+    #[error("cannot start the history writer thread: {0}")]
+    Thread(std::io::Error),
+    #[error("the history is shut down; the server is stopping")]
+    Closed,
+}
+
+type Reply<T> = oneshot::Sender<Result<T, HistoryError>>;
+
+/// A write for the writer thread; it fills in the result before replying.
+enum Op {
+    Append {
+        messages: Vec<NewMessage>,
+        stored: Vec<Message>,
+        reply: Reply<Vec<Message>>,
+    },
+    EnsureChannel {
+        channel: Channel,
+        created: bool,
+        reply: Reply<bool>,
+    },
+}
+
+/// A handle to the history. Cheap to clone; all clones share one database.
+#[derive(Clone)]
+pub struct History {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    writer: Mutex<Option<Sender<Op>>>,
+    writer_thread: Mutex<Option<JoinHandle<()>>>,
+    readers: Mutex<Vec<Connection>>,
+    open: OpenSpec,
+    watchers: Watchers,
+    closing: CancellationToken,
+}
+
+/// How to open a connection to this history's database.
+#[derive(Clone)]
+struct OpenSpec {
+    target: String,
+    flags: OpenFlags,
+    file: bool,
+    durability: Durability,
+}
+
+impl OpenSpec {
+    fn open(&self) -> Result<Connection, HistoryError> {
+        let conn = Connection::open_with_flags(&self.target, self.flags).map_err(|source| {
+            HistoryError::Open {
+                path: self.target.clone(),
+                source,
+            }
+        })?;
+        conn.busy_timeout(Duration::from_secs(5))?;
+        let sync = match self.durability {
+            Durability::Full => "FULL",
+            Durability::Normal => "NORMAL",
+        };
+        conn.execute_batch(&format!(
+            "PRAGMA synchronous = {sync}; PRAGMA temp_store = MEMORY;"
+        ))?;
+        Ok(conn)
+    }
+}
+
+/// Per-channel counters bumped after each commit that touched the channel.
+#[derive(Default)]
+struct Watchers(Mutex<HashMap<String, watch::Sender<u64>>>);
+
+impl Watchers {
+    fn subscribe(&self, key: &str) -> watch::Receiver<u64> {
+        let mut map = self.0.lock().expect("watchers lock");
+        if map.len() >= 1024 {
+            map.retain(|_, tx| tx.receiver_count() > 0);
+        }
+        map.entry(key.to_owned())
+            .or_insert_with(|| watch::channel(0).0)
+            .subscribe()
+    }
+
+    fn bump<'a>(&self, keys: impl IntoIterator<Item = &'a str>) {
+        let map = self.0.lock().expect("watchers lock");
+        for key in keys {
+            if let Some(tx) = map.get(key) {
+                tx.send_modify(|n| *n += 1);
+            }
+        }
+    }
+}
+
+impl History {
+    /// Opens (or creates) the history and starts its writer thread.
+    pub fn open(location: &Location, durability: Durability) -> Result<Self, HistoryError> {
+        let rw = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_URI;
+        let open = match location {
+            Location::File(path) => {
+                create_parent(path)?;
+                OpenSpec {
+                    target: path.display().to_string(),
+                    flags: rw,
+                    file: true,
+                    durability,
+                }
+            }
+            // memdb databases whose name starts with "/" are shared by every
+            // connection of this process that opens the same name.
+            Location::Memory => OpenSpec {
+                target: format!("file:/switchboard-{}?vfs=memdb", uuid::Uuid::new_v4()),
+                flags: rw,
+                file: false,
+                durability,
+            },
+        };
+        let conn = open.open()?;
+        migrate(&conn, &open)?;
+        let last_stamp = conn
+            .query_row("SELECT ts FROM messages ORDER BY id DESC LIMIT 1", [], |row| row.get(0))
+            .optional()?
+            .unwrap_or(0);
+        let (tx, rx) = mpsc::channel();
+        let shared = Arc::new(Shared {
+            writer: Mutex::new(Some(tx)),
+            writer_thread: Mutex::new(None),
+            readers: Mutex::new(Vec::new()),
+            open,
+            watchers: Watchers::default(),
+            closing: CancellationToken::new(),
+        });
+        let writer = Writer {
+            conn,
+            shared: Arc::downgrade(&shared),
+            channel_ids: HashMap::new(),
+            last_stamp,
+        };
+        let handle = std::thread::Builder::new()
+            .name("history-writer".into())
+            .spawn(move || writer.run(rx))
+            .map_err(HistoryError::Thread)?;
+        *shared.writer_thread.lock().expect("writer thread lock") = Some(handle);
+        Ok(Self { shared })
+    }
+
+    fn submit<T>(
+        &self,
+        make: impl FnOnce(oneshot::Sender<Result<T, HistoryError>>) -> Op,
+    ) -> Result<oneshot::Receiver<Result<T, HistoryError>>, HistoryError> {
+        let (tx, rx) = oneshot::channel();
+        let writer = self.shared.writer.lock().expect("writer lock");
+        let writer = writer.as_ref().ok_or(HistoryError::Closed)?;
+        writer.send(make(tx)).map_err(|_| HistoryError::Closed)?;
+        Ok(rx)
+    }
+
+    /// Appends messages (creating their channels) and returns them as stored,
+    /// once they are committed.
+    pub async fn append(&self, messages: Vec<NewMessage>) -> Result<Vec<Message>, HistoryError> {
+        let rx = self.submit(|reply| Op::Append {
+            messages,
+            stored: Vec::new(),
+            reply,
+        })?;
+        rx.await.map_err(|_| HistoryError::Closed)?
+    }
+
+    /// Creates `channel` if it does not exist; true when it was created.
+    pub async fn ensure_channel(&self, channel: &Channel) -> Result<bool, HistoryError> {
+        let rx = self.submit(|reply| Op::EnsureChannel {
+            channel: channel.clone(),
+            created: false,
+            reply,
+        })?;
+        rx.await.map_err(|_| HistoryError::Closed)?
+    }
+
+    fn with_reader<R>(
+        &self,
+        f: impl FnOnce(&Connection) -> rusqlite::Result<R>,
+    ) -> Result<R, HistoryError> {
+        let pooled = self.shared.readers.lock().expect("readers lock").pop();
+        let conn = match pooled {
+            Some(conn) => conn,
+            None => self.shared.open.open()?,
+        };
+        let result = f(&conn);
+        let mut idle = self.shared.readers.lock().expect("readers lock");
+        if idle.len() < MAX_IDLE_READERS {
+            idle.push(conn);
+        }
+        Ok(result?)
+    }
+
+    /// The newest `limit` messages of `channel` (by key) newer than `since`,
+    /// newest first.
+    pub fn read(
+        &self,
+        channel_key: &str,
+        since: Option<DateTime<Utc>>,
+        limit: usize,
+    ) -> Result<Vec<Message>, HistoryError> {
+        let since = since.map_or(i64::MIN, |t| t.timestamp_micros());
+        self.with_reader(|conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT m.id, c.name, m.ts, m.nick, m.text
+                   FROM channels c JOIN messages m ON m.channel_id = c.id
+                  WHERE c.key = ?1 AND m.ts > ?2
+                  ORDER BY m.ts DESC, m.id DESC LIMIT ?3",
+            )?;
+            stmt.query_map(params![channel_key, since, limit as i64], message_row)?
+                .collect()
+        })
+    }
+
+    /// Messages matching `query` (FTS5 syntax), best match first.
+    pub async fn search(
+        &self,
+        query: String,
+        channel_key: Option<String>,
+        limit: usize,
+    ) -> Result<Vec<Message>, HistoryError> {
+        let history = self.clone();
+        tokio::task::spawn_blocking(move || {
+            history.with_reader(|conn| {
+                let mut stmt = conn.prepare_cached(
+                    "SELECT m.id, c.name, m.ts, m.nick, m.text
+                       FROM messages_fts f
+                       JOIN messages m ON m.id = f.rowid
+                       JOIN channels c ON c.id = m.channel_id
+                      WHERE messages_fts MATCH ?1 AND (?2 IS NULL OR c.key = ?2)
+                      ORDER BY f.rank, m.ts DESC LIMIT ?3",
+                )?;
+                stmt.query_map(params![query, channel_key, limit as i64], message_row)?
+                    .collect()
+            })
+        })
+        .await
+        .map_err(|_| HistoryError::Closed)?
+    }
+
+    /// Every channel's display name, ordered by key.
+    pub fn channels(&self) -> Result<Vec<String>, HistoryError> {
+        self.with_reader(|conn| {
+            let mut stmt = conn.prepare_cached("SELECT name FROM channels ORDER BY key")?;
+            stmt.query_map([], |row| row.get(0))?.collect()
+        })
+    }
+
+    /// The display name of the channel with this key, if it exists.
+    pub fn channel_name(&self, channel_key: &str) -> Result<Option<String>, HistoryError> {
+        self.with_reader(|conn| {
+            conn.prepare_cached("SELECT name FROM channels WHERE key = ?1")?
+                .query_row([channel_key], |row| row.get(0))
+                .optional()
+        })
+    }
+
+    /// The nicks that have spoken in `channel` (by key), ordered by key.
+    pub fn speakers(&self, channel_key: &str) -> Result<Vec<String>, HistoryError> {
+        self.with_reader(|conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT s.nick FROM speakers s JOIN channels c ON c.id = s.channel_id
+                  WHERE c.key = ?1 ORDER BY s.key",
+            )?;
+            stmt.query_map([channel_key], |row| row.get(0))?.collect()
+        })
+    }
+
+    /// Waits until `channel` has messages newer than `since`, or `timeout`
+    /// passes, or the history shuts down; returns the newest `limit` of them
+    /// (empty on timeout).
+    pub async fn wait_newer(
+        &self,
+        channel_key: &str,
+        since: DateTime<Utc>,
+        limit: usize,
+        timeout: Duration,
+    ) -> Result<Vec<Message>, HistoryError> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        // Subscribe before reading, so a commit between the read and the
+        // wait still wakes us.
+        let mut changes = self.shared.watchers.subscribe(channel_key);
+        loop {
+            changes.borrow_and_update();
+            let found = self.read(channel_key, Some(since), limit)?;
+            if !found.is_empty() {
+                return Ok(found);
+            }
+            tokio::select! {
+                changed = changes.changed() => if changed.is_err() { return Ok(found) },
+                () = tokio::time::sleep_until(deadline) => return Ok(found),
+                () = self.shared.closing.cancelled() => return Err(HistoryError::Closed),
+            }
+        }
+    }
+
+    /// Stops accepting writes, commits what is queued, checkpoints the WAL and
+    /// closes the database. Waiters are released. Idempotent.
+    pub fn close(&self) {
+        self.shared.closing.cancel();
+        self.shared.writer.lock().expect("writer lock").take();
+        let handle = self.shared.writer_thread.lock().expect("writer thread lock").take();
+        if let Some(handle) = handle {
+            let _ = handle.join();
+        }
+        self.shared.readers.lock().expect("readers lock").clear();
+    }
+
+    /// The database file, when the history is on disk.
+    pub fn path(&self) -> Option<&Path> {
+        self.shared.open.file.then(|| Path::new(&self.shared.open.target))
+    }
+}
+
+fn message_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Message> {
+    Ok(Message {
+        id: row.get(0)?,
+        channel: row.get(1)?,
+        time: from_micros(row.get(2)?),
+        nick: row.get(3)?,
+        text: row.get(4)?,
+    })
+}
+
+fn from_micros(us: i64) -> DateTime<Utc> {
+    DateTime::from_timestamp_micros(us).unwrap_or_default()
+}
+
+fn create_parent(path: &Path) -> Result<(), HistoryError> {
+    match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => {
+            std::fs::create_dir_all(dir).map_err(|source| HistoryError::CreateDir {
+                path: dir.display().to_string(),
+                source,
+            })
+        }
+        _ => Ok(()),
+    }
+}
+
+fn migrate(conn: &Connection, open: &OpenSpec) -> Result<(), HistoryError> {
+    if open.file {
+        conn.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))?;
+    }
+    let version: i64 = conn.query_row("PRAGMA user_version", [], |row| row.get(0))?;
+    if version > SCHEMA_VERSION {
+        return Err(HistoryError::NewerSchema {
+            path: open.target.clone(),
+            found: version,
+        });
+    }
+    if version == 0 {
+        conn.execute_batch(
+            "BEGIN;
+             CREATE TABLE channels (
+                 id INTEGER PRIMARY KEY,
+                 key TEXT NOT NULL UNIQUE,
+                 name TEXT NOT NULL,
+                 created_at INTEGER NOT NULL
+             );
+             CREATE TABLE messages (
+                 id INTEGER PRIMARY KEY,
+                 channel_id INTEGER NOT NULL REFERENCES channels(id),
+                 ts INTEGER NOT NULL,
+                 nick TEXT NOT NULL,
+                 text TEXT NOT NULL,
+                 msgid TEXT
+             );
+             CREATE INDEX messages_by_channel_time ON messages(channel_id, ts, id);
+             CREATE UNIQUE INDEX messages_by_msgid ON messages(channel_id, msgid)
+                 WHERE msgid IS NOT NULL;
+             CREATE TABLE speakers (
+                 channel_id INTEGER NOT NULL REFERENCES channels(id),
+                 key TEXT NOT NULL,
+                 nick TEXT NOT NULL,
+                 last_seen INTEGER NOT NULL,
+                 PRIMARY KEY (channel_id, key)
+             ) WITHOUT ROWID;
+             CREATE VIRTUAL TABLE messages_fts USING fts5(
+                 text, content = 'messages', content_rowid = 'id',
+                 tokenize = 'porter unicode61 remove_diacritics 2'
+             );
+             PRAGMA user_version = 1;
+             COMMIT;",
+        )?;
+    }
+    Ok(())
+}
+
+/// The writer thread's state: the only connection that writes.
+struct Writer {
+    conn: Connection,
+    shared: std::sync::Weak<Shared>,
+    channel_ids: HashMap<String, i64>,
+    /// The last timestamp (µs) the writer assigned; stamps strictly increase
+    /// so that `since` = a message's time excludes exactly that message.
+    last_stamp: i64,
+}
+
+impl Writer {
+    fn run(mut self, rx: Receiver<Op>) {
+        while let Ok(first) = rx.recv() {
+            let mut group = vec![first];
+            while group.len() < MAX_GROUP {
+                match rx.try_recv() {
+                    Ok(op) => group.push(op),
+                    Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
+                }
+            }
+            self.commit_group(group);
+        }
+        if let Err(e) = self
+            .conn
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+        {
+            tracing::warn!(error = %e, "history checkpoint at shutdown failed");
+        }
+        tracing::debug!("history writer stopped");
+    }
+
+    fn commit_group(&mut self, mut group: Vec<Op>) {
+        let started = Instant::now();
+        let result = self.run_group(&mut group);
+        if let Err(e) = &result {
+            tracing::error!(error = %e, "history commit failed; its messages are reported as not stored");
+            let _ = self.conn.execute_batch("ROLLBACK");
+            // Channel ids created inside the rolled-back transaction are gone.
+            self.channel_ids.clear();
+        }
+        tracing::trace!(
+            ops = group.len(),
+            elapsed_us = started.elapsed().as_micros() as u64,
+            "history group committed"
+        );
+        let mut touched: Vec<&str> = Vec::new();
+        for op in &group {
+            if let (Op::Append { messages, .. }, Ok(())) = (op, &result) {
+                touched.extend(messages.iter().map(|m| m.channel.key()));
+            }
+        }
+        touched.sort_unstable();
+        touched.dedup();
+        if let Some(shared) = self.shared.upgrade() {
+            shared.watchers.bump(touched);
+        }
+        let failure = result.err().map(|e| e.to_string());
+        for op in group {
+            op.finish(failure.as_deref());
+        }
+    }
+
+    fn run_group(&mut self, group: &mut [Op]) -> rusqlite::Result<()> {
+        self.conn.execute_batch("BEGIN IMMEDIATE")?;
+        for op in group.iter_mut() {
+            match op {
+                Op::Append {
+                    messages, stored, ..
+                } => {
+                    for message in messages.iter() {
+                        stored.extend(self.insert(message)?);
+                    }
+                }
+                Op::EnsureChannel {
+                    channel, created, ..
+                } => *created = self.channel_id(channel)?.1,
+            }
+        }
+        self.conn.execute_batch("COMMIT")
+    }
+
+    /// The id of `channel`, creating it if needed; true when it was created.
+    fn channel_id(&mut self, channel: &Channel) -> rusqlite::Result<(i64, bool)> {
+        if let Some(&id) = self.channel_ids.get(channel.key()) {
+            return Ok((id, false));
+        }
+        let inserted = self
+            .conn
+            .prepare_cached(
+                "INSERT INTO channels (key, name, created_at) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (key) DO NOTHING",
+            )?
+            .execute(params![
+                channel.key(),
+                channel.name(),
+                Utc::now().timestamp_micros()
+            ])?;
+        let id = self
+            .conn
+            .prepare_cached("SELECT id FROM channels WHERE key = ?1")?
+            .query_row([channel.key()], |row| row.get(0))?;
+        self.channel_ids.insert(channel.key().to_owned(), id);
+        Ok((id, inserted == 1))
+    }
+
+    fn stamp(&mut self) -> i64 {
+        self.last_stamp = Utc::now().timestamp_micros().max(self.last_stamp + 1);
+        self.last_stamp
+    }
+
+    /// Inserts one message; `None` when it duplicates a stored msgid.
+    fn insert(&mut self, message: &NewMessage) -> rusqlite::Result<Option<Message>> {
+        let (channel_id, _) = self.channel_id(&message.channel)?;
+        let ts = match message.time {
+            Some(t) => t.timestamp_micros(),
+            None => self.stamp(),
+        };
+        let inserted = self
+            .conn
+            .prepare_cached(
+                "INSERT OR IGNORE INTO messages (channel_id, ts, nick, text, msgid)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+            )?
+            .execute(params![
+                channel_id,
+                ts,
+                message.nick,
+                message.text,
+                message.msgid
+            ])?;
+        if inserted == 0 {
+            return Ok(None);
+        }
+        let id = self.conn.last_insert_rowid();
+        self.conn
+            .prepare_cached("INSERT INTO messages_fts (rowid, text) VALUES (?1, ?2)")?
+            .execute(params![id, message.text])?;
+        self.conn
+            .prepare_cached(
+                "INSERT INTO speakers (channel_id, key, nick, last_seen) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (channel_id, key) DO UPDATE
+                 SET nick = excluded.nick, last_seen = max(last_seen, excluded.last_seen)",
+            )?
+            .execute(params![channel_id, message.nick_key, message.nick, ts])?;
+        Ok(Some(Message {
+            id,
+            channel: message.channel.name().to_owned(),
+            time: from_micros(ts),
+            nick: message.nick.clone(),
+            text: message.text.clone(),
+        }))
+    }
+}
+
+impl Op {
+    /// Replies to the caller: the result on success, else the commit error.
+    fn finish(self, failure: Option<&str>) {
+        let error = |e: &str| HistoryError::Commit(e.to_owned());
+        match self {
+            Op::Append { stored, reply, .. } => {
+                let _ = reply.send(failure.map_or(Ok(stored), |e| Err(error(e))));
+            }
+            Op::EnsureChannel { created, reply, .. } => {
+                let _ = reply.send(failure.map_or(Ok(created), |e| Err(error(e))));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::names::NameRules;
+
+    fn msg(channel: &str, nick: &str, text: &str) -> NewMessage {
+        let rules = NameRules::default();
+        NewMessage {
+            channel: rules.channel(channel).unwrap(),
+            nick: nick.into(),
+            nick_key: rules.fold(nick),
+            text: text.into(),
+            time: None,
+            msgid: None,
+        }
+    }
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn reads_are_newest_first_and_since_is_exclusive() {
+        let rt = runtime();
+        let history = History::open(&Location::Memory, Durability::Full).unwrap();
+        let stored = rt.block_on(async {
+            let mut all = Vec::new();
+            for i in 0..5 {
+                all.extend(history.append(vec![msg("#a", "bob", &format!("m{i}"))]).await.unwrap());
+            }
+            all
+        });
+        let read = history.read("#a", None, 3).unwrap();
+        assert_eq!(read.iter().map(|m| m.text.as_str()).collect::<Vec<_>>(), ["m4", "m3", "m2"]);
+        let newer = history.read("#a", Some(stored[2].time), 50).unwrap();
+        assert_eq!(newer.iter().map(|m| m.text.as_str()).collect::<Vec<_>>(), ["m4", "m3"]);
+        assert!(history.read("#missing", None, 50).unwrap().is_empty());
+        history.close();
+    }
+
+    #[test]
+    fn history_survives_reopening_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sub/history.db");
+        let rt = runtime();
+        let history = History::open(&Location::File(path.clone()), Durability::Full).unwrap();
+        rt.block_on(history.append(vec![msg("#a", "Bob", "kept")])).unwrap();
+        history.close();
+        let reopened = History::open(&Location::File(path), Durability::Full).unwrap();
+        assert_eq!(reopened.read("#a", None, 10).unwrap()[0].text, "kept");
+        assert_eq!(reopened.channels().unwrap(), ["#a"]);
+        assert_eq!(reopened.speakers("#a").unwrap(), ["Bob"]);
+        reopened.close();
+    }
+
+    #[test]
+    fn writes_after_close_fail_cleanly() {
+        let rt = runtime();
+        let history = History::open(&Location::Memory, Durability::Full).unwrap();
+        history.close();
+        let err = rt.block_on(history.append(vec![msg("#a", "bob", "late")])).unwrap_err();
+        assert!(matches!(err, HistoryError::Closed));
+    }
+
+    #[test]
+    fn duplicate_msgids_are_stored_once() {
+        let rt = runtime();
+        let history = History::open(&Location::Memory, Durability::Full).unwrap();
+        let mut m = msg("#a", "bob", "once");
+        m.msgid = Some("abc".into());
+        let first = rt.block_on(history.append(vec![m.clone()])).unwrap();
+        let second = rt.block_on(history.append(vec![m])).unwrap();
+        assert_eq!((first.len(), second.len()), (1, 0));
+        assert_eq!(history.read("#a", None, 10).unwrap().len(), 1);
+        history.close();
+    }
+
+    #[test]
+    fn search_finds_stemmed_words_and_filters_by_channel() {
+        let rt = runtime();
+        let history = History::open(&Location::Memory, Durability::Full).unwrap();
+        rt.block_on(history.append(vec![
+            msg("#a", "bob", "deploying the release now"),
+            msg("#b", "eve", "the deploy failed"),
+            msg("#a", "bob", "lunch?"),
+        ]))
+        .unwrap();
+        let all = rt.block_on(history.search("\"deploy\"".into(), None, 10)).unwrap();
+        assert_eq!(all.len(), 2);
+        let only_b = rt
+            .block_on(history.search("\"deploy\"".into(), Some("#b".into()), 10))
+            .unwrap();
+        assert_eq!(only_b.len(), 1);
+        assert_eq!(only_b[0].nick, "eve");
+        history.close();
+    }
+
+    #[test]
+    fn waiters_wake_on_commit_and_on_close() {
+        let rt = runtime();
+        let history = History::open(&Location::Memory, Durability::Full).unwrap();
+        rt.block_on(async {
+            let since = Utc::now();
+            let waiter = {
+                let history = history.clone();
+                tokio::spawn(async move {
+                    history.wait_newer("#a", since, 50, Duration::from_secs(10)).await
+                })
+            };
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            let started = Instant::now();
+            history.append(vec![msg("#a", "bob", "wake")]).await.unwrap();
+            let got = waiter.await.unwrap().unwrap();
+            assert_eq!(got[0].text, "wake");
+            assert!(started.elapsed() < Duration::from_millis(50));
+
+            let timed_out = history
+                .wait_newer("#a", Utc::now(), 50, Duration::from_millis(30))
+                .await
+                .unwrap();
+            assert!(timed_out.is_empty());
+
+            let waiter = {
+                let history = history.clone();
+                tokio::spawn(async move {
+                    history.wait_newer("#a", Utc::now(), 50, Duration::from_secs(10)).await
+                })
+            };
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            history.close();
+            assert!(matches!(waiter.await.unwrap(), Err(HistoryError::Closed)));
+        });
+    }
+
+    #[test]
+    fn concurrent_appends_in_memory_are_all_stored() {
+        let rt = runtime();
+        let history = History::open(&Location::Memory, Durability::Full).unwrap();
+        rt.block_on(async {
+            let tasks: Vec<_> = (0..20)
+                .map(|i| {
+                    let history = history.clone();
+                    tokio::spawn(async move {
+                        for j in 0..50 {
+                            history.append(vec![msg("#a", "bob", &format!("{i}-{j}"))]).await.unwrap();
+                            history.read("#a", None, 50).unwrap();
+                        }
+                    })
+                })
+                .collect();
+            for t in tasks {
+                t.await.unwrap();
+            }
+        });
+        assert_eq!(history.read("#a", None, 500).unwrap().len(), 500);
+        let count: i64 = history
+            .with_reader(|c| c.query_row("SELECT count(*) FROM messages", [], |r| r.get(0)))
+            .unwrap();
+        assert_eq!(count, 1000);
+        history.close();
+    }
+}

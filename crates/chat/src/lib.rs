@@ -1,0 +1,21 @@
+//! Chat for agents: channels, members and a durable, searchable history,
+//! carried by a pluggable backend.
+//!
+//! - [`tools`] — the chat toolset ([`ChatTools`]) agents call over MCP.
+//! - [`backend`] — the [`ChatBackend`] seam between the tools and a network.
+//! - [`local`] — the in-process hub, the embedded default.
+//! - [`history`] — the SQLite message store every backend records into.
+//! - [`names`], [`text`] — IRC-compatible rules for names and message text.
+
+pub mod backend;
+pub mod history;
+pub mod local;
+pub mod names;
+pub mod text;
+pub mod tools;
+
+pub use backend::{ChatBackend, ChatError, Delivery};
+pub use history::{Durability, History, HistoryError, Location, Message, NewMessage};
+pub use local::LocalHub;
+pub use names::{CaseMapping, Channel, NameError, NameRules, Nick};
+pub use tools::{ChatLimits, ChatTools};

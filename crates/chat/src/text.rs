@@ -1,0 +1,129 @@
+//! Message text: turning what an agent sends into lines a chat network carries.
+//!
+//! IRC carries one line per message, so every backend stores and relays a
+//! multi-line text as consecutive one-line messages. CR, LF and NUL never
+//! survive inside a line: they are the only bytes that could end an IRC
+//! command early and smuggle in another one.
+
+/// Why a text cannot be sent.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TextError {
+    #[error("text is empty; there is nothing to send")]
+    Empty,
+    #[error("text is {len} bytes long; the limit is {max} bytes (chat.max_text_bytes); send it in parts")]
+    TooLong { len: usize, max: usize },
+}
+
+/// Splits `text` into the lines to send, in order.
+///
+/// CRLF and lone CR count as line breaks; blank lines are skipped (IRC cannot
+/// carry an empty message); NUL becomes U+FFFD so it stays visible.
+pub fn message_lines(text: &str, max_bytes: usize) -> Result<Vec<String>, TextError> {
+    if text.len() > max_bytes {
+        return Err(TextError::TooLong {
+            len: text.len(),
+            max: max_bytes,
+        });
+    }
+    let lines: Vec<String> = text
+        .split(['\n', '\r'])
+        .filter(|line| !line.trim().is_empty())
+        .map(|line| line.replace('\0', "\u{FFFD}"))
+        .collect();
+    if lines.is_empty() {
+        return Err(TextError::Empty);
+    }
+    Ok(lines)
+}
+
+/// Splits one line into pieces of at most `budget` bytes each: at the last
+/// whitespace that fits, else at the last UTF-8 boundary that fits.
+///
+/// Whitespace at a split point is dropped from both pieces; nothing else is
+/// lost, and the pieces in order spell the line.
+pub fn split_to_fit(line: &str, budget: usize) -> Vec<&str> {
+    let budget = budget.max(4); // one UTF-8 scalar always fits
+    let mut pieces = Vec::new();
+    let mut rest = line;
+    while rest.len() > budget {
+        let mut cut = budget;
+        while !rest.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        let head = &rest[..cut];
+        let split = if rest[cut..].starts_with(char::is_whitespace) {
+            Some(cut)
+        } else {
+            head.rfind(char::is_whitespace).filter(|&at| at > 0)
+        };
+        match split {
+            Some(at) => {
+                pieces.push(rest[..at].trim_end());
+                rest = rest[at..].trim_start();
+            }
+            None => {
+                pieces.push(head);
+                rest = &rest[cut..];
+            }
+        }
+    }
+    if !rest.is_empty() {
+        pieces.push(rest);
+    }
+    pieces.retain(|piece| !piece.is_empty());
+    pieces
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_split_on_every_line_break_and_skip_blank_ones() {
+        let lines = message_lines("one\r\ntwo\rthree\n\n  \nfour", 1000).unwrap();
+        assert_eq!(lines, ["one", "two", "three", "four"]);
+    }
+
+    #[test]
+    fn injected_commands_stay_inside_their_message() {
+        let lines = message_lines("hi\r\nQUIT :bye", 1000).unwrap();
+        assert_eq!(lines, ["hi", "QUIT :bye"]);
+        assert!(lines.iter().all(|l| !l.contains(['\r', '\n', '\0'])));
+        assert_eq!(message_lines("a\0b", 10).unwrap(), ["a\u{FFFD}b"]);
+    }
+
+    #[test]
+    fn empty_and_oversized_texts_are_refused() {
+        assert_eq!(message_lines("", 10), Err(TextError::Empty));
+        assert_eq!(message_lines(" \n\t\r\n", 10), Err(TextError::Empty));
+        assert_eq!(
+            message_lines(&"x".repeat(11), 10),
+            Err(TextError::TooLong { len: 11, max: 10 })
+        );
+    }
+
+    #[test]
+    fn split_prefers_whitespace() {
+        assert_eq!(split_to_fit("aaaa bbbb cccc", 9), ["aaaa bbbb", "cccc"]);
+        assert_eq!(split_to_fit("aaaa bbbb", 100), ["aaaa bbbb"]);
+    }
+
+    #[test]
+    fn split_falls_back_to_utf8_boundaries() {
+        let line = "é".repeat(10); // 20 bytes
+        let pieces = split_to_fit(&line, 5);
+        assert!(pieces.iter().all(|p| p.len() <= 5));
+        assert_eq!(pieces.concat(), line);
+    }
+
+    #[test]
+    fn split_keeps_every_non_space_character_in_order() {
+        let line = "lorem ipsum dolor sit amet, ünïcödé 🎉 consectetur ".repeat(40);
+        for budget in [4, 7, 33, 100, 450] {
+            let pieces = split_to_fit(&line, budget);
+            assert!(pieces.iter().all(|p| p.len() <= budget && !p.is_empty()));
+            let strip = |s: &str| s.split_whitespace().collect::<String>();
+            assert_eq!(strip(&pieces.concat()), strip(&line), "budget {budget}");
+        }
+    }
+}

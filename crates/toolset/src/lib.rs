@@ -1,0 +1,93 @@
+//! The seam between what a tool does and how an agent reaches it.
+//!
+//! A [`Toolset`] is a group of MCP tools (chat, docs, commands, ...) that knows
+//! nothing about transports. A transport (stdio, Streamable HTTP, legacy SSE,
+//! the relay socket) holds a [`Registry`] and knows nothing about toolsets: it
+//! asks the registry for the tool list and hands it every `tools/call`.
+//!
+//! Tools report failures the agent can act on as [`ToolError`]s, which reach
+//! the model as `isError` results carrying the message; only an unknown tool
+//! name is a protocol-level error, and that decision belongs to the transport.
+
+mod args;
+mod caller;
+mod registry;
+mod schema;
+
+use std::{future::Future, pin::Pin};
+
+pub use args::parse_args;
+pub use caller::Caller;
+pub use registry::{Registry, RegistryError};
+pub use rmcp::model::{CallToolResult, JsonObject, Tool, ToolAnnotations};
+pub use schema::object_schema;
+
+/// The future a tool call returns. Boxed so toolsets can live behind `dyn`.
+pub type ToolFuture<'a> = Pin<Box<dyn Future<Output = Result<ToolOutput, ToolError>> + Send + 'a>>;
+
+/// A group of tools served together, independent of any transport.
+pub trait Toolset: Send + Sync + 'static {
+    /// A short name for logs and errors (`chat`, `docs`, ...).
+    fn name(&self) -> &str;
+
+    /// The tools this toolset offers. Called once when the registry is built.
+    fn tools(&self) -> Vec<Tool>;
+
+    /// Runs the tool `tool` (one of [`Toolset::tools`]) with `arguments`.
+    fn call<'a>(&'a self, tool: &'a str, arguments: JsonObject, caller: &'a Caller)
+    -> ToolFuture<'a>;
+}
+
+/// A successful tool result: text for the model, JSON for programs.
+///
+/// The text must carry everything the agent needs on its own, because many
+/// hosts show the model only the text; `structured` mirrors it and conforms to
+/// the tool's `outputSchema`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolOutput {
+    pub text: String,
+    pub structured: serde_json::Value,
+}
+
+impl ToolOutput {
+    pub fn new(text: impl Into<String>, structured: serde_json::Value) -> Self {
+        Self {
+            text: text.into(),
+            structured,
+        }
+    }
+}
+
+/// A failure the calling agent should read: bad arguments, a peer that is
+/// down, a message that was not delivered. The message says what happened and
+/// what to do about it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct ToolError {
+    message: String,
+}
+
+impl ToolError {
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+        }
+    }
+
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+/// Converts a tool's outcome into the MCP result shape.
+pub fn into_call_result(outcome: Result<ToolOutput, ToolError>) -> CallToolResult {
+    use rmcp::model::ContentBlock;
+    match outcome {
+        Ok(output) => {
+            let mut result = CallToolResult::success(vec![ContentBlock::text(output.text)]);
+            result.structured_content = Some(output.structured);
+            result
+        }
+        Err(error) => CallToolResult::error(vec![ContentBlock::text(error.message)]),
+    }
+}

@@ -1,0 +1,133 @@
+//! The set of toolsets one server offers, indexed by tool name.
+
+use std::{collections::HashMap, sync::Arc};
+
+use crate::{CallToolResult, Caller, JsonObject, Tool, Toolset, into_call_result};
+
+/// Two toolsets offered a tool under the same name.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "tool `{tool}` is offered by both the {first} and the {second} toolset; rename one in the config"
+)]
+pub struct RegistryError {
+    pub tool: String,
+    pub first: String,
+    pub second: String,
+}
+
+/// All tools a server offers, built once at start-up.
+///
+/// Cloning is cheap; every transport and session shares one registry.
+#[derive(Clone)]
+pub struct Registry {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    tools: Arc<[Tool]>,
+    by_name: HashMap<String, usize>,
+    toolsets: Vec<Arc<dyn Toolset>>,
+    owner: Vec<usize>,
+}
+
+impl Registry {
+    pub fn new(toolsets: Vec<Arc<dyn Toolset>>) -> Result<Self, RegistryError> {
+        let mut tools = Vec::new();
+        let mut owner: Vec<usize> = Vec::new();
+        let mut by_name: HashMap<String, usize> = HashMap::new();
+        for (set_index, set) in toolsets.iter().enumerate() {
+            for tool in set.tools() {
+                if let Some(&existing) = by_name.get(tool.name.as_ref()) {
+                    return Err(RegistryError {
+                        tool: tool.name.into_owned(),
+                        first: toolsets[owner[existing]].name().to_owned(),
+                        second: set.name().to_owned(),
+                    });
+                }
+                by_name.insert(tool.name.to_string(), tools.len());
+                tools.push(tool);
+                owner.push(set_index);
+            }
+        }
+        Ok(Self {
+            inner: Arc::new(Inner {
+                tools: tools.into(),
+                by_name,
+                toolsets,
+                owner,
+            }),
+        })
+    }
+
+    /// Every tool, in the order the toolsets declared them.
+    pub fn tools(&self) -> Arc<[Tool]> {
+        self.inner.tools.clone()
+    }
+
+    /// The definition of `name`, if some toolset offers it.
+    pub fn tool(&self, name: &str) -> Option<&Tool> {
+        self.inner.by_name.get(name).map(|&i| &self.inner.tools[i])
+    }
+
+    /// Calls `name`; `None` when no toolset offers a tool of that name.
+    pub async fn call(
+        &self,
+        name: &str,
+        arguments: JsonObject,
+        caller: &Caller,
+    ) -> Option<CallToolResult> {
+        let index = *self.inner.by_name.get(name)?;
+        let set = &self.inner.toolsets[self.inner.owner[index]];
+        Some(into_call_result(set.call(name, arguments, caller).await))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{ToolFuture, ToolOutput, object_schema};
+
+    struct Echo(&'static str);
+
+    impl Toolset for Echo {
+        fn name(&self) -> &str {
+            self.0
+        }
+        fn tools(&self) -> Vec<Tool> {
+            vec![Tool::new(
+                "echo",
+                "echo",
+                object_schema(serde_json::json!({}), &[]),
+            )]
+        }
+        fn call<'a>(&'a self, _: &'a str, args: JsonObject, _: &'a Caller) -> ToolFuture<'a> {
+            Box::pin(async move {
+                Ok(ToolOutput::new(
+                    self.0,
+                    serde_json::Value::Object(args.clone()),
+                ))
+            })
+        }
+    }
+
+    #[test]
+    fn duplicate_tool_names_are_refused_naming_both_toolsets() {
+        let err = Registry::new(vec![Arc::new(Echo("a")), Arc::new(Echo("b"))])
+            .err()
+            .expect("duplicate must be refused");
+        assert_eq!(err.tool, "echo");
+        assert!(err.to_string().contains("a and the b toolset"));
+    }
+
+    #[tokio::test]
+    async fn calls_reach_the_owning_toolset_and_unknown_names_are_none() {
+        let registry = Registry::new(vec![Arc::new(Echo("a"))]).unwrap();
+        let caller = Caller::new("test");
+        let result = registry
+            .call("echo", JsonObject::new(), &caller)
+            .await
+            .unwrap();
+        assert_eq!(result.is_error, Some(false));
+        assert!(registry.call("nope", JsonObject::new(), &caller).await.is_none());
+    }
+}
