@@ -403,6 +403,9 @@ impl History {
         // wait still wakes us.
         let mut changes = self.shared.watchers.subscribe(channel_key);
         loop {
+            if self.shared.closing.is_cancelled() {
+                return Err(HistoryError::Closed);
+            }
             changes.borrow_and_update();
             let found = self.read(channel_key, Some(since), limit)?;
             if !found.is_empty() {
@@ -416,10 +419,17 @@ impl History {
         }
     }
 
+    /// Ends every [`History::wait_newer`] in progress (with
+    /// [`HistoryError::Closed`]) and makes new ones fail at once; writes and
+    /// reads go on. The first step of a shutdown.
+    pub fn release_waiters(&self) {
+        self.shared.closing.cancel();
+    }
+
     /// Stops accepting writes, commits what is queued, checkpoints the WAL and
     /// closes the database. Waiters are released. Idempotent.
     pub fn close(&self) {
-        self.shared.closing.cancel();
+        self.release_waiters();
         self.shared.writer.lock().expect("writer lock").take();
         let handle = self.shared.writer_thread.lock().expect("writer thread lock").take();
         if let Some(handle) = handle {

@@ -1,0 +1,499 @@
+//! Configuration: built-in defaults, overridden by the TOML file, overridden
+//! by environment variables, overridden by flags.
+//!
+//! Every key is documented in `docs/configuration.md`. Errors name the key
+//! (or variable, or flag) and what would be accepted, and make the binary
+//! exit with status 2.
+
+use std::{
+    net::{IpAddr, Ipv4Addr, SocketAddr},
+    path::{Path, PathBuf},
+};
+
+use serde::Deserialize;
+use switchboard_chat::Durability;
+
+use crate::cli::ServeArgs;
+
+/// The bearer token variable used when `http.token_env` is not set.
+pub const DEFAULT_TOKEN_ENV: &str = "SWITCHBOARD_HTTP_TOKEN";
+const MAX_TEXT_LIMIT: usize = 1024 * 1024;
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Directory of the history database.
+    pub data_dir: Option<PathBuf>,
+    /// Keep history in memory only.
+    pub ephemeral: bool,
+    /// Serve on stdin/stdout (set by `--stdio`; not a file key).
+    #[serde(skip)]
+    pub stdio: bool,
+    pub log: LogConfig,
+    pub http: HttpConfig,
+    pub chat: ChatConfig,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LogConfig {
+    /// A tracing filter such as `info` or `switchboard=debug,info`.
+    pub level: String,
+    /// Log file; stderr when unset.
+    pub file: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HttpConfig {
+    pub enabled: bool,
+    pub listen: SocketAddr,
+    /// Host names accepted in the `Host` header besides loopback names and
+    /// the listen address.
+    pub allowed_hosts: Vec<String>,
+    /// Origins (`scheme://host[:port]`) accepted besides those of allowed hosts.
+    pub allowed_origins: Vec<String>,
+    /// The environment variable holding the bearer token.
+    pub token_env: String,
+    /// Allow a non-loopback listen address without a token.
+    pub insecure_no_auth: bool,
+    /// Serve the legacy HTTP+SSE endpoints (`/sse`, `/messages/`).
+    pub legacy_sse: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ChatConfig {
+    pub enabled: bool,
+    pub backend: Backend,
+    pub max_text_bytes: usize,
+    pub durability: Durability,
+    pub irc: IrcConfig,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    /// The in-process hub (`TRANSPORT_TYPE=memory`).
+    #[serde(alias = "memory")]
+    Local,
+    Irc,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct IrcConfig {
+    pub server: Option<String>,
+    pub port: u16,
+    /// The observer's nick.
+    pub nick: String,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            data_dir: None,
+            ephemeral: false,
+            stdio: false,
+            log: LogConfig::default(),
+            http: HttpConfig::default(),
+            chat: ChatConfig::default(),
+        }
+    }
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        Self {
+            level: "info,rmcp=warn".into(),
+            file: None,
+        }
+    }
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            listen: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 8090),
+            allowed_hosts: Vec::new(),
+            allowed_origins: Vec::new(),
+            token_env: DEFAULT_TOKEN_ENV.into(),
+            insecure_no_auth: false,
+            legacy_sse: true,
+        }
+    }
+}
+
+impl Default for ChatConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            backend: Backend::Local,
+            max_text_bytes: 32 * 1024,
+            durability: Durability::Full,
+            irc: IrcConfig::default(),
+        }
+    }
+}
+
+impl Default for IrcConfig {
+    fn default() -> Self {
+        Self {
+            server: None,
+            port: 6667,
+            nick: "switchboard".into(),
+        }
+    }
+}
+
+/// A configuration problem; the binary exits with status 2.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read the config file {path}: {source}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("config file {path}: {message}")]
+    Parse { path: String, message: String },
+    #[error("environment variable {var}={value:?}: {problem}")]
+    Env {
+        var: &'static str,
+        value: String,
+        problem: String,
+    },
+    #[error("{key}: {problem}")]
+    Invalid { key: &'static str, problem: String },
+}
+
+fn invalid(key: &'static str, problem: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid {
+        key,
+        problem: problem.into(),
+    }
+}
+
+impl Config {
+    /// Builds the configuration for `serve` from every layer.
+    pub fn load(args: &ServeArgs, env: &dyn Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let file = args
+            .config
+            .clone()
+            .or_else(|| env("SWITCHBOARD_CONFIG").map(PathBuf::from));
+        let mut config = match file {
+            Some(path) => Self::from_file(&path)?,
+            None => Self::default(),
+        };
+        config.apply_env(env)?;
+        config.apply_flags(args);
+        config.validate(env)?;
+        Ok(config)
+    }
+
+    pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Self::from_toml(&text).map_err(|message| ConfigError::Parse {
+            path: path.display().to_string(),
+            message,
+        })
+    }
+
+    pub fn from_toml(text: &str) -> Result<Self, String> {
+        toml::from_str(text).map_err(|e| e.to_string().trim_end().to_owned())
+    }
+
+    /// Applies the environment variables, including the original bridge's
+    /// `TRANSPORT_TYPE`, `MCP_PORT`, `IRC_SERVER`, `IRC_PORT` and `IRC_NICK`.
+    pub fn apply_env(&mut self, env: &dyn Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
+        let bad = |var: &'static str, value: &str, problem: &str| ConfigError::Env {
+            var,
+            value: value.to_owned(),
+            problem: problem.to_owned(),
+        };
+        if let Some(v) = env("SWITCHBOARD_DATA_DIR") {
+            self.data_dir = Some(PathBuf::from(v));
+        }
+        if let Some(v) = env("SWITCHBOARD_HTTP") {
+            self.http.listen = v
+                .parse()
+                .map_err(|_| bad("SWITCHBOARD_HTTP", &v, "expected an address such as 127.0.0.1:8090"))?;
+        }
+        if let Some(v) = env("MCP_PORT") {
+            let port: u16 = v
+                .parse()
+                .map_err(|_| bad("MCP_PORT", &v, "expected a port number from 0 to 65535"))?;
+            self.http.listen.set_port(port);
+        }
+        if let Some(v) = env("TRANSPORT_TYPE") {
+            self.chat.backend = match v.to_ascii_lowercase().as_str() {
+                "memory" | "local" => Backend::Local,
+                "irc" => Backend::Irc,
+                _ => return Err(bad("TRANSPORT_TYPE", &v, "expected memory (the local hub) or irc")),
+            };
+        }
+        if let Some(v) = env("IRC_SERVER") {
+            self.chat.irc.server = Some(v);
+        }
+        if let Some(v) = env("IRC_PORT") {
+            self.chat.irc.port = v
+                .parse()
+                .map_err(|_| bad("IRC_PORT", &v, "expected a port number from 1 to 65535"))?;
+        }
+        if let Some(v) = env("IRC_NICK") {
+            self.chat.irc.nick = v;
+        }
+        if let Some(v) = env("SWITCHBOARD_LOG") {
+            self.log.level = v;
+        }
+        if let Some(v) = env("SWITCHBOARD_LOG_FILE") {
+            self.log.file = Some(PathBuf::from(v));
+        }
+        Ok(())
+    }
+
+    pub fn apply_flags(&mut self, args: &ServeArgs) {
+        if args.stdio {
+            self.stdio = true;
+            // One client on stdin/stdout; a daemon's port is not ours to take.
+            self.http.enabled = false;
+        }
+        if let Some(addr) = args.http {
+            self.http.enabled = true;
+            self.http.listen = addr;
+        }
+        if args.no_http {
+            self.http.enabled = false;
+        }
+        if args.insecure_no_auth {
+            self.http.insecure_no_auth = true;
+        }
+        if let Some(dir) = &args.data_dir {
+            self.data_dir = Some(dir.clone());
+            self.ephemeral = false;
+        }
+        if args.ephemeral {
+            self.ephemeral = true;
+        }
+        if let Some(file) = &args.log_file {
+            self.log.file = Some(file.clone());
+        }
+    }
+
+    fn validate(&self, env: &dyn Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
+        if !self.stdio && !self.http.enabled {
+            return Err(invalid(
+                "http.enabled",
+                "nothing to serve: HTTP is off and --stdio was not given",
+            ));
+        }
+        if tracing_subscriber::EnvFilter::try_new(&self.log.level).is_err() {
+            return Err(invalid(
+                "log.level",
+                format!(
+                    "{:?} is not a log filter; use error, warn, info, debug, trace or target=level pairs",
+                    self.log.level
+                ),
+            ));
+        }
+        if self.http.enabled
+            && !self.http.listen.ip().is_loopback()
+            && !self.http.insecure_no_auth
+            && self.http_token(env).is_none()
+        {
+            return Err(invalid(
+                "http.listen",
+                format!(
+                    "{} is not a loopback address; set a bearer token in the environment variable {} (http.token_env) or pass --insecure-no-auth",
+                    self.http.listen, self.http.token_env
+                ),
+            ));
+        }
+        for host in &self.http.allowed_hosts {
+            if host.is_empty() || host.contains(['/', ' ', ',']) {
+                return Err(invalid(
+                    "http.allowed_hosts",
+                    format!("{host:?} is not a host name; write entries such as \"mcp.example.com\""),
+                ));
+            }
+        }
+        for origin in &self.http.allowed_origins {
+            if !(origin.starts_with("http://") || origin.starts_with("https://")) {
+                return Err(invalid(
+                    "http.allowed_origins",
+                    format!("{origin:?} is not an origin; write entries such as \"https://app.example.com\""),
+                ));
+            }
+        }
+        if !(1..=MAX_TEXT_LIMIT).contains(&self.chat.max_text_bytes) {
+            return Err(invalid(
+                "chat.max_text_bytes",
+                format!(
+                    "{} is out of range; use 1 to {MAX_TEXT_LIMIT}",
+                    self.chat.max_text_bytes
+                ),
+            ));
+        }
+        if self.chat.enabled && self.chat.backend == Backend::Irc {
+            return Err(invalid(
+                "chat.backend",
+                "\"irc\" is not available in this build; use \"local\" (TRANSPORT_TYPE=memory)",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The bearer token HTTP clients must present, if one is configured.
+    pub fn http_token(&self, env: &dyn Fn(&str) -> Option<String>) -> Option<String> {
+        env(&self.http.token_env).filter(|t| !t.is_empty())
+    }
+
+    /// The history database file, or `None` for an in-memory history.
+    pub fn history_path(&self, env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
+        if self.ephemeral {
+            return None;
+        }
+        let dir = self.data_dir.clone().unwrap_or_else(|| {
+            env("XDG_DATA_HOME")
+                .filter(|d| !d.is_empty())
+                .map(PathBuf::from)
+                .or_else(|| env("HOME").map(|h| Path::new(&h).join(".local/share")))
+                .unwrap_or_else(|| PathBuf::from("."))
+                .join("switchboard")
+        });
+        Some(dir.join("history.db"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |k| map.get(k).cloned()
+    }
+
+    #[test]
+    fn defaults_are_the_embedded_setup() {
+        let c = Config::load(&ServeArgs::default(), &env_of(&[("HOME", "/home/a")])).unwrap();
+        assert_eq!(c.http.listen.to_string(), "127.0.0.1:8090");
+        assert!(c.http.enabled && c.chat.enabled && !c.stdio);
+        assert_eq!(c.chat.backend, Backend::Local);
+        assert_eq!(
+            c.history_path(&env_of(&[("HOME", "/home/a")])).unwrap(),
+            PathBuf::from("/home/a/.local/share/switchboard/history.db")
+        );
+    }
+
+    #[test]
+    fn flags_beat_env_which_beats_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("c.toml");
+        std::fs::write(&file, "[http]\nlisten = \"127.0.0.1:7000\"\n[chat]\nmax_text_bytes = 100\n").unwrap();
+        let args = ServeArgs {
+            config: Some(file.clone()),
+            ..Default::default()
+        };
+        let c = Config::load(&args, &env_of(&[])).unwrap();
+        assert_eq!(c.http.listen.port(), 7000);
+        assert_eq!(c.chat.max_text_bytes, 100);
+        let c = Config::load(&args, &env_of(&[("MCP_PORT", "7001")])).unwrap();
+        assert_eq!(c.http.listen.port(), 7001);
+        let args = ServeArgs {
+            config: Some(file),
+            http: Some("127.0.0.1:7002".parse().unwrap()),
+            ..Default::default()
+        };
+        let c = Config::load(&args, &env_of(&[("MCP_PORT", "7001")])).unwrap();
+        assert_eq!(c.http.listen.port(), 7002);
+    }
+
+    #[test]
+    fn transport_type_memory_means_the_local_hub() {
+        let mut c = Config::default();
+        c.chat.backend = Backend::Irc;
+        c.apply_env(&env_of(&[("TRANSPORT_TYPE", "memory")])).unwrap();
+        assert_eq!(c.chat.backend, Backend::Local);
+        c.apply_env(&env_of(&[("IRC_SERVER", "irc.example"), ("IRC_PORT", "6697"), ("IRC_NICK", "obs")]))
+            .unwrap();
+        assert_eq!(c.chat.irc.server.as_deref(), Some("irc.example"));
+        assert_eq!((c.chat.irc.port, c.chat.irc.nick.as_str()), (6697, "obs"));
+    }
+
+    #[test]
+    fn bad_env_values_name_the_variable() {
+        for (var, value) in [
+            ("MCP_PORT", "eighty"),
+            ("IRC_PORT", "99999"),
+            ("TRANSPORT_TYPE", "carrier-pigeon"),
+            ("SWITCHBOARD_HTTP", "localhost"),
+        ] {
+            let err = Config::default().apply_env(&env_of(&[(var, value)])).unwrap_err();
+            assert!(err.to_string().starts_with(&format!("environment variable {var}=")), "{err}");
+        }
+    }
+
+    #[test]
+    fn unknown_and_mistyped_file_keys_are_named() {
+        let err = Config::from_toml("[http]\nlisten_addr = \"x\"\n").unwrap_err();
+        assert!(err.contains("listen_addr"), "{err}");
+        let err = Config::from_toml("[chat]\nmax_text_bytes = \"lots\"\n").unwrap_err();
+        assert!(err.contains("max_text_bytes"), "{err}");
+        let err = Config::from_toml("[chat]\nbackend = \"carrier-pigeon\"\n").unwrap_err();
+        assert!(err.contains("backend"), "{err}");
+    }
+
+    #[test]
+    fn non_loopback_http_needs_a_token_or_an_explicit_flag() {
+        let args = ServeArgs {
+            http: Some("0.0.0.0:8090".parse().unwrap()),
+            ..Default::default()
+        };
+        let err = Config::load(&args, &env_of(&[])).unwrap_err();
+        assert!(err.to_string().starts_with("http.listen:"), "{err}");
+        assert!(err.to_string().contains(DEFAULT_TOKEN_ENV));
+        assert!(Config::load(&args, &env_of(&[(DEFAULT_TOKEN_ENV, "s3cret")])).is_ok());
+        let args = ServeArgs {
+            insecure_no_auth: true,
+            ..args
+        };
+        assert!(Config::load(&args, &env_of(&[])).is_ok());
+    }
+
+    #[test]
+    fn stdio_turns_http_off_unless_asked_for() {
+        let args = ServeArgs {
+            stdio: true,
+            ..Default::default()
+        };
+        let c = Config::load(&args, &env_of(&[])).unwrap();
+        assert!(c.stdio && !c.http.enabled);
+        let args = ServeArgs {
+            stdio: true,
+            http: Some("127.0.0.1:9".parse().unwrap()),
+            ..Default::default()
+        };
+        assert!(Config::load(&args, &env_of(&[])).unwrap().http.enabled);
+    }
+
+    #[test]
+    fn out_of_range_values_name_the_key() {
+        let mut c = Config::default();
+        c.chat.max_text_bytes = 0;
+        let err = c.validate(&env_of(&[])).unwrap_err();
+        assert!(err.to_string().starts_with("chat.max_text_bytes:"));
+        let mut c = Config::default();
+        c.log.level = "loud=[".into();
+        assert!(c.validate(&env_of(&[])).unwrap_err().to_string().starts_with("log.level:"));
+    }
+}

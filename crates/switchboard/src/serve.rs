@@ -1,0 +1,119 @@
+//! `switchboard serve`: opens the history, builds the toolsets into one
+//! registry, starts the configured transports, and shuts down in order.
+//!
+//! Shutdown (SIGINT, SIGTERM, or the stdio client leaving): stop accepting
+//! calls, release `wait_for_messages` callers, let in-flight calls finish
+//! (bounded), stop the transports, then commit and close the history.
+
+use std::{sync::Arc, time::Duration};
+
+use anyhow::Context;
+use switchboard_chat::{ChatLimits, ChatTools, History, LocalHub, Location};
+use switchboard_toolset::{Registry, Toolset};
+use tokio::signal::unix::{SignalKind, signal};
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    config::{Backend, Config},
+    logging,
+    mcp::{Drain, McpServer},
+    transport::{guard::Guard, http, stdio},
+};
+
+/// How long in-flight calls get to finish at shutdown.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+
+pub fn run(config: Config) -> anyhow::Result<()> {
+    let env = |name: &str| std::env::var(name).ok();
+    logging::init(&config.log.level, config.log.file.as_deref())?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("switchboard")
+        .build()
+        .context("cannot start the async runtime")?;
+    let location = match config.history_path(&env) {
+        Some(path) => Location::File(path),
+        None => Location::Memory,
+    };
+    let history = History::open(&location, config.chat.durability)?;
+    let result = runtime.block_on(serve(&config, history.clone(), &env));
+    history.close();
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    result
+}
+
+fn toolsets(config: &Config, history: &History) -> Vec<Arc<dyn Toolset>> {
+    let mut sets: Vec<Arc<dyn Toolset>> = Vec::new();
+    if config.chat.enabled {
+        let backend = match config.chat.backend {
+            Backend::Local => Arc::new(LocalHub::new(history.clone())),
+            Backend::Irc => unreachable!("rejected by config validation"),
+        };
+        sets.push(Arc::new(ChatTools::new(
+            backend,
+            history.clone(),
+            ChatLimits {
+                max_text_bytes: config.chat.max_text_bytes,
+            },
+        )));
+    }
+    sets
+}
+
+async fn serve(
+    config: &Config,
+    history: History,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> anyhow::Result<()> {
+    let registry = Registry::new(toolsets(config, &history))?;
+    let drain = Drain::default();
+    let server = McpServer::new(registry, drain.clone());
+    let shutdown = CancellationToken::new();
+    let mut tasks = tokio::task::JoinSet::new();
+
+    if config.http.enabled {
+        let listen = config.http.listen;
+        let listener = http::bind(listen)
+            .await
+            .with_context(|| format!("cannot listen on {listen} (http.listen); is another switchboard running?"))?;
+        let local = listener.local_addr()?;
+        let guard = Guard::new(local, &config.http, config.http_token(env));
+        let app = http::router(server.clone(), guard, config.http.legacy_sse, shutdown.clone());
+        tracing::info!("serving MCP at http://{local}/mcp (legacy SSE at /sse)");
+        let stop = shutdown.clone();
+        tasks.spawn(async move {
+            if let Err(e) = http::serve(listener, app, stop).await {
+                tracing::error!(error = %e, "HTTP server failed");
+            }
+        });
+    }
+    if config.stdio {
+        let stop = shutdown.clone();
+        let server = server.for_caller(switchboard_toolset::Caller::new("stdio"));
+        tasks.spawn(async move {
+            stdio::serve(server, tokio::io::stdin(), tokio::io::stdout(), stop.clone()).await;
+            // The one stdio client is gone: the whole process is done.
+            stop.cancel();
+        });
+    }
+
+    let mut sigint = signal(SignalKind::interrupt())?;
+    let mut sigterm = signal(SignalKind::terminate())?;
+    tokio::select! {
+        _ = sigint.recv() => tracing::info!("SIGINT: shutting down"),
+        _ = sigterm.recv() => tracing::info!("SIGTERM: shutting down"),
+        () = shutdown.cancelled() => {}
+    }
+
+    drain.stop_accepting();
+    history.release_waiters();
+    if tokio::time::timeout(DRAIN_TIMEOUT, drain.finished()).await.is_err() {
+        tracing::warn!("in-flight calls did not finish within {DRAIN_TIMEOUT:?}; stopping anyway");
+    }
+    shutdown.cancel();
+    let _ = tokio::time::timeout(Duration::from_secs(2), async {
+        while tasks.join_next().await.is_some() {}
+    })
+    .await;
+    Ok(())
+}

@@ -1,0 +1,18 @@
+//! How agents reach the MCP server. Each transport turns its wire format into
+//! rmcp messages for an [`McpServer`](crate::mcp::McpServer) and knows nothing
+//! about the toolsets behind it.
+//!
+//! - [`stdio`] — one client on stdin/stdout, newline-delimited JSON-RPC.
+//! - [`http`] — the axum app: Streamable HTTP at `/mcp`, the request guard.
+//! - [`sse`] — the legacy HTTP+SSE endpoints (`/sse`, `/messages/`).
+//! - [`guard`] — DNS-rebinding and bearer-token checks for every HTTP route.
+
+pub mod guard;
+pub mod http;
+pub mod sse;
+pub mod stdio;
+
+/// Largest JSON-RPC message accepted on any transport. Generous on purpose:
+/// an oversized tool argument should reach the tool and get its specific
+/// error ("text is 10485760 bytes; the limit is ..."), not a framing error.
+pub const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;

@@ -1,0 +1,183 @@
+//! The legacy HTTP+SSE transport (MCP 2024-11-05), with FastMCP's paths.
+//!
+//! `GET /sse` opens a stream whose first event, `endpoint`, carries
+//! `/messages/?session_id=<id>`. The client POSTs each JSON-RPC message there
+//! (answered `202 Accepted`) and reads the replies as `message` events on
+//! the stream. rmcp no longer ships this transport, so this module is a thin
+//! adapter: per stream it runs an ordinary rmcp server over a pair of
+//! channels, with POST bodies in and SSE events out.
+
+use std::{
+    collections::HashMap,
+    convert::Infallible,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use axum::{
+    Router,
+    body::Bytes,
+    extract::{Query, State},
+    response::{
+        IntoResponse, Response,
+        sse::{Event, KeepAlive, Sse},
+    },
+    routing::{get, post},
+};
+use futures::{SinkExt, StreamExt, stream};
+use http::{StatusCode, header};
+use rmcp::{
+    model::{ClientJsonRpcMessage, ServerJsonRpcMessage},
+    service::serve_server_with_ct,
+};
+use serde::Deserialize;
+use serde_json::json;
+use switchboard_toolset::Caller;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_util::sync::{CancellationToken, PollSender};
+
+use crate::mcp::McpServer;
+
+type Sessions = Arc<Mutex<HashMap<String, mpsc::Sender<ClientJsonRpcMessage>>>>;
+
+#[derive(Clone)]
+struct SseState {
+    server: McpServer,
+    sessions: Sessions,
+    shutdown: CancellationToken,
+}
+
+/// The `/sse` and `/messages/` routes.
+pub fn routes(server: McpServer, shutdown: CancellationToken) -> Router {
+    let state = SseState {
+        server,
+        sessions: Sessions::default(),
+        shutdown,
+    };
+    Router::new()
+        .route("/sse", get(connect))
+        .route("/messages/", post(message))
+        .route("/messages", post(message))
+        .with_state(state)
+}
+
+/// Ends a session when its stream is dropped (the client disconnected).
+struct SessionGuard {
+    id: String,
+    sessions: Sessions,
+    session: CancellationToken,
+}
+
+impl Drop for SessionGuard {
+    fn drop(&mut self) {
+        self.session.cancel();
+        self.sessions.lock().expect("sse sessions lock").remove(&self.id);
+        tracing::debug!(session = %self.id, "legacy SSE session closed");
+    }
+}
+
+async fn connect(State(state): State<SseState>) -> Response {
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    let (in_tx, in_rx) = mpsc::channel::<ClientJsonRpcMessage>(64);
+    let (out_tx, out_rx) = mpsc::channel::<ServerJsonRpcMessage>(64);
+    state
+        .sessions
+        .lock()
+        .expect("sse sessions lock")
+        .insert(id.clone(), in_tx);
+    let session = state.shutdown.child_token();
+    let server = state
+        .server
+        .for_caller(Caller::new(format!("sse {}", &id[..8])));
+    tokio::spawn({
+        let session = session.clone();
+        async move {
+            let sink = PollSender::new(out_tx)
+                .sink_map_err(|_| std::io::Error::from(std::io::ErrorKind::BrokenPipe));
+            match serve_server_with_ct(server, (sink, ReceiverStream::new(in_rx)), session.clone()).await {
+                Ok(running) => {
+                    tokio::select! {
+                        _ = running.waiting() => {}
+                        () = session.cancelled() => {}
+                    }
+                }
+                Err(e) => tracing::debug!(error = %e, "legacy SSE client left before initializing"),
+            }
+        }
+    });
+    tracing::debug!(session = %id, "legacy SSE session opened");
+    let guard = SessionGuard {
+        id: id.clone(),
+        sessions: state.sessions.clone(),
+        session: session.clone(),
+    };
+    let endpoint = Event::default()
+        .event("endpoint")
+        .data(format!("/messages/?session_id={id}"));
+    let messages = ReceiverStream::new(out_rx).map(move |message| {
+        let _alive = &guard;
+        let data = serde_json::to_string(&message).unwrap_or_default();
+        Ok::<_, Infallible>(Event::default().event("message").data(data))
+    });
+    let events = stream::once(async { Ok(endpoint) })
+        .chain(messages)
+        .take_until(session.cancelled_owned());
+    Sse::new(events)
+        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+        .into_response()
+}
+
+#[derive(Deserialize)]
+struct SessionQuery {
+    session_id: Option<String>,
+}
+
+async fn message(
+    State(state): State<SseState>,
+    Query(query): Query<SessionQuery>,
+    body: Bytes,
+) -> Response {
+    let Some(id) = query.session_id else {
+        return reply(
+            StatusCode::BAD_REQUEST,
+            -32600,
+            "the session_id query parameter is missing; use the endpoint URL from GET /sse",
+        );
+    };
+    let sender = state
+        .sessions
+        .lock()
+        .expect("sse sessions lock")
+        .get(&id)
+        .cloned();
+    let Some(sender) = sender else {
+        return reply(
+            StatusCode::NOT_FOUND,
+            -32600,
+            "unknown session_id; open GET /sse for a new session",
+        );
+    };
+    let message: ClientJsonRpcMessage = match serde_json::from_slice(&body) {
+        Ok(message) => message,
+        Err(e) if e.is_syntax() || e.is_eof() => {
+            return reply(StatusCode::BAD_REQUEST, -32700, &format!("parse error: {e}"));
+        }
+        Err(e) => {
+            return reply(StatusCode::BAD_REQUEST, -32600, &format!("invalid request: {e}"));
+        }
+    };
+    if sender.send(message).await.is_err() {
+        return reply(
+            StatusCode::NOT_FOUND,
+            -32600,
+            "the session has ended; open GET /sse for a new session",
+        );
+    }
+    (StatusCode::ACCEPTED, "Accepted").into_response()
+}
+
+fn reply(status: StatusCode, code: i32, message: &str) -> Response {
+    let body = json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}});
+    (status, [(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
+}
