@@ -7,7 +7,8 @@
 # Env:   INTEROP_CACHE  where the pinned npm tools are installed (default ~/.cache/switchboard-interop)
 #
 # Tool versions are pinned by scripts/interop/package.json + package-lock.json. To bump them:
-#   cd scripts/interop && npm install --package-lock-only --ignore-scripts <pkg>@<version>
+#   cd scripts/interop && npm install --package-lock-only --ignore-scripts --save-exact \
+#       --omit-lockfile-registry-resolved <pkg>@<version>
 # then re-run this script: it refuses to run with a conformance scenario it has not classified.
 set -euo pipefail
 
@@ -22,10 +23,10 @@ T_SCENARIO=120
 T_INSPECTOR=60
 T_LISTEN=10
 
-failures=0
-pass() { printf 'PASS  %s\n' "$*"; }
+passes=0 failures=0 skips=0
+pass() { printf 'PASS  %s\n' "$*"; passes=$((passes + 1)); }
 fail() { printf 'FAIL  %s\n' "$*"; failures=$((failures + 1)); }
-skip() { printf 'SKIP  %s\n' "$*"; }
+skip() { printf 'SKIP  %s\n' "$*"; skips=$((skips + 1)); }
 # Show a captured log under a failure line, without the suite's colour codes.
 show() { sed -e 's/\x1b\[[0-9;]*m//g' -e 's/^/      | /' "$@"; }
 helper() { python3 "$HERE/helpers.py" "$@"; }
@@ -155,20 +156,21 @@ if ! offers=$(helper probe "$URL"); then
     offers=
 fi
 
+skipped=() # printed after the scenarios that ran
 for s in "${scenarios[@]}"; do
     what=$(plan "$s")
     if [[ $what == if:* ]]; then
         word=${what#if:}
         if [[ " $offers " != *" $word "* ]]; then
             if [[ $word == session ]]; then
-                skip "conformance $s: needs a session, and the server issues no Mcp-Session-Id (stateless)"
+                skipped+=("conformance $s: needs a session, and the server issues no Mcp-Session-Id (stateless)")
             else
-                skip "conformance $s: server does not advertise the $word capability"
+                skipped+=("conformance $s: server does not advertise the $word capability")
             fi
             continue
         fi
     elif [[ $what != run ]]; then
-        skip "conformance $s: $what"
+        skipped+=("conformance $s: $what")
         continue
     fi
     out=$WORK/conformance/$s
@@ -182,6 +184,7 @@ for s in "${scenarios[@]}"; do
         show "$out.log"
     fi
 done
+for line in "${skipped[@]}"; do skip "$line"; done
 
 if kill -0 "$SERVER_PID" 2>/dev/null; then
     pass "server still running after the conformance scenarios"
@@ -229,8 +232,6 @@ if inspect tools-call --method tools/call --tool-name send_message \
 fi
 
 # ---------------------------------------------------------------------------
-if ((failures > 0)); then
-    echo "interop: $failures check(s) failed"
-    exit 1
-fi
-echo "interop: all checks passed"
+# The plain "N passed, N failed" closing line that CI logs are read for.
+echo "interop: $passes passed, $failures failed, $skips skipped"
+((failures == 0))

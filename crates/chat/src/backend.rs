@@ -49,11 +49,13 @@ pub trait ChatBackend: Send + Sync + 'static {
     ) -> BoxFuture<'a, Result<Delivery, ChatError>>;
 
     /// Creates `channel`; true when it did not exist before.
-    fn create_channel<'a>(&'a self, channel: &'a Channel) -> BoxFuture<'a, Result<bool, ChatError>>;
+    fn create_channel<'a>(&'a self, channel: &'a Channel)
+    -> BoxFuture<'a, Result<bool, ChatError>>;
 
     /// The channels this backend knows and is in.
     fn channels(&self) -> BoxFuture<'_, Result<Vec<String>, ChatError>>;
 
     /// The nicks in `channel`.
-    fn members<'a>(&'a self, channel: &'a Channel) -> BoxFuture<'a, Result<Vec<String>, ChatError>>;
+    fn members<'a>(&'a self, channel: &'a Channel)
+    -> BoxFuture<'a, Result<Vec<String>, ChatError>>;
 }

@@ -100,7 +100,9 @@ pub struct NewMessage {
 /// A history operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum HistoryError {
-    #[error("cannot open the history database {path}: {source}; check that the data directory is writable or pass --data-dir")]
+    #[error(
+        "cannot open the history database {path}: {source}; check that the data directory is writable or pass --data-dir"
+    )]
     Open {
         path: String,
         #[source]
@@ -112,7 +114,9 @@ pub enum HistoryError {
         #[source]
         source: std::io::Error,
     },
-    #[error("the history database {path} has schema version {found}, newer than this switchboard understands ({SCHEMA_VERSION}); upgrade switchboard or use another --data-dir")]
+    #[error(
+        "the history database {path} has schema version {found}, newer than this switchboard understands ({SCHEMA_VERSION}); upgrade switchboard or use another --data-dir"
+    )]
     NewerSchema { path: String, found: i64 },
     #[error("history database error: {0}")]
     Sqlite(#[from] rusqlite::Error),
@@ -238,7 +242,11 @@ impl History {
         let conn = open.open()?;
         migrate(&conn, &open)?;
         let last_stamp = conn
-            .query_row("SELECT ts FROM messages ORDER BY id DESC LIMIT 1", [], |row| row.get(0))
+            .query_row(
+                "SELECT ts FROM messages ORDER BY id DESC LIMIT 1",
+                [],
+                |row| row.get(0),
+            )
             .optional()?
             .unwrap_or(0);
         let (tx, rx) = mpsc::channel();
@@ -431,7 +439,12 @@ impl History {
     pub fn close(&self) {
         self.release_waiters();
         self.shared.writer.lock().expect("writer lock").take();
-        let handle = self.shared.writer_thread.lock().expect("writer thread lock").take();
+        let handle = self
+            .shared
+            .writer_thread
+            .lock()
+            .expect("writer thread lock")
+            .take();
         if let Some(handle) = handle {
             let _ = handle.join();
         }
@@ -440,7 +453,10 @@ impl History {
 
     /// The database file, when the history is on disk.
     pub fn path(&self) -> Option<&Path> {
-        self.shared.open.file.then(|| Path::new(&self.shared.open.target))
+        self.shared
+            .open
+            .file
+            .then(|| Path::new(&self.shared.open.target))
     }
 }
 
@@ -720,14 +736,25 @@ mod tests {
         let stored = rt.block_on(async {
             let mut all = Vec::new();
             for i in 0..5 {
-                all.extend(history.append(vec![msg("#a", "bob", &format!("m{i}"))]).await.unwrap());
+                all.extend(
+                    history
+                        .append(vec![msg("#a", "bob", &format!("m{i}"))])
+                        .await
+                        .unwrap(),
+                );
             }
             all
         });
         let read = history.read("#a", None, 3).unwrap();
-        assert_eq!(read.iter().map(|m| m.text.as_str()).collect::<Vec<_>>(), ["m4", "m3", "m2"]);
+        assert_eq!(
+            read.iter().map(|m| m.text.as_str()).collect::<Vec<_>>(),
+            ["m4", "m3", "m2"]
+        );
         let newer = history.read("#a", Some(stored[2].time), 50).unwrap();
-        assert_eq!(newer.iter().map(|m| m.text.as_str()).collect::<Vec<_>>(), ["m4", "m3"]);
+        assert_eq!(
+            newer.iter().map(|m| m.text.as_str()).collect::<Vec<_>>(),
+            ["m4", "m3"]
+        );
         assert!(history.read("#missing", None, 50).unwrap().is_empty());
         history.close();
     }
@@ -738,7 +765,8 @@ mod tests {
         let path = dir.path().join("sub/history.db");
         let rt = runtime();
         let history = History::open(&Location::File(path.clone()), Durability::Full).unwrap();
-        rt.block_on(history.append(vec![msg("#a", "Bob", "kept")])).unwrap();
+        rt.block_on(history.append(vec![msg("#a", "Bob", "kept")]))
+            .unwrap();
         history.close();
         let reopened = History::open(&Location::File(path), Durability::Full).unwrap();
         assert_eq!(reopened.read("#a", None, 10).unwrap()[0].text, "kept");
@@ -752,7 +780,9 @@ mod tests {
         let rt = runtime();
         let history = History::open(&Location::Memory, Durability::Full).unwrap();
         history.close();
-        let err = rt.block_on(history.append(vec![msg("#a", "bob", "late")])).unwrap_err();
+        let err = rt
+            .block_on(history.append(vec![msg("#a", "bob", "late")]))
+            .unwrap_err();
         assert!(matches!(err, HistoryError::Closed));
     }
 
@@ -779,7 +809,9 @@ mod tests {
             msg("#a", "bob", "lunch?"),
         ]))
         .unwrap();
-        let all = rt.block_on(history.search("\"deploy\"".into(), None, 10)).unwrap();
+        let all = rt
+            .block_on(history.search("\"deploy\"".into(), None, 10))
+            .unwrap();
         assert_eq!(all.len(), 2);
         let only_b = rt
             .block_on(history.search("\"deploy\"".into(), Some("#b".into()), 10))
@@ -798,12 +830,17 @@ mod tests {
             let waiter = {
                 let history = history.clone();
                 tokio::spawn(async move {
-                    history.wait_newer("#a", since, 50, Duration::from_secs(10)).await
+                    history
+                        .wait_newer("#a", since, 50, Duration::from_secs(10))
+                        .await
                 })
             };
             tokio::time::sleep(Duration::from_millis(20)).await;
             let started = Instant::now();
-            history.append(vec![msg("#a", "bob", "wake")]).await.unwrap();
+            history
+                .append(vec![msg("#a", "bob", "wake")])
+                .await
+                .unwrap();
             let got = waiter.await.unwrap().unwrap();
             assert_eq!(got[0].text, "wake");
             assert!(started.elapsed() < Duration::from_millis(50));
@@ -817,7 +854,9 @@ mod tests {
             let waiter = {
                 let history = history.clone();
                 tokio::spawn(async move {
-                    history.wait_newer("#a", Utc::now(), 50, Duration::from_secs(10)).await
+                    history
+                        .wait_newer("#a", Utc::now(), 50, Duration::from_secs(10))
+                        .await
                 })
             };
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -836,7 +875,10 @@ mod tests {
                     let history = history.clone();
                     tokio::spawn(async move {
                         for j in 0..50 {
-                            history.append(vec![msg("#a", "bob", &format!("{i}-{j}"))]).await.unwrap();
+                            history
+                                .append(vec![msg("#a", "bob", &format!("{i}-{j}"))])
+                                .await
+                                .unwrap();
                             history.read("#a", None, 50).unwrap();
                         }
                     })

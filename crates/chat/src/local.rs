@@ -62,7 +62,10 @@ impl ChatBackend for LocalHub {
         .boxed()
     }
 
-    fn create_channel<'a>(&'a self, channel: &'a Channel) -> BoxFuture<'a, Result<bool, ChatError>> {
+    fn create_channel<'a>(
+        &'a self,
+        channel: &'a Channel,
+    ) -> BoxFuture<'a, Result<bool, ChatError>> {
         async move { Ok(self.history.ensure_channel(channel).await?) }.boxed()
     }
 
@@ -70,7 +73,10 @@ impl ChatBackend for LocalHub {
         async move { Ok(self.history.channels()?) }.boxed()
     }
 
-    fn members<'a>(&'a self, channel: &'a Channel) -> BoxFuture<'a, Result<Vec<String>, ChatError>> {
+    fn members<'a>(
+        &'a self,
+        channel: &'a Channel,
+    ) -> BoxFuture<'a, Result<Vec<String>, ChatError>> {
         async move { Ok(self.history.speakers(channel.key())?) }.boxed()
     }
 }

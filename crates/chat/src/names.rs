@@ -128,7 +128,9 @@ pub enum NameError {
         len: usize,
         max: usize,
     },
-    #[error("channel {shown} starts with {prefix:?}, but this network's channels start with one of {allowed:?}")]
+    #[error(
+        "channel {shown} starts with {prefix:?}, but this network's channels start with one of {allowed:?}"
+    )]
     ChannelPrefix {
         shown: String,
         prefix: char,
@@ -152,7 +154,12 @@ pub enum NameError {
 /// so that a bad name can never break the line it is reported on.
 fn shown(input: &str) -> String {
     const MAX: usize = 80;
-    let mut out: String = input.chars().take(MAX).collect::<String>().escape_debug().to_string();
+    let mut out: String = input
+        .chars()
+        .take(MAX)
+        .collect::<String>()
+        .escape_debug()
+        .to_string();
     if input.chars().count() > MAX {
         out.push('…');
     }
@@ -300,7 +307,14 @@ mod tests {
         assert!(rules().channel(&ok).is_ok());
         let long = "a".repeat(64);
         let err = rules().channel(&long).unwrap_err();
-        assert!(matches!(err, NameError::ChannelTooLong { len: 65, max: 64, .. }));
+        assert!(matches!(
+            err,
+            NameError::ChannelTooLong {
+                len: 65,
+                max: 64,
+                ..
+            }
+        ));
     }
 
     #[test]
@@ -324,11 +338,27 @@ mod tests {
     fn nicks_follow_the_irc_grammar() {
         assert_eq!(rules().nick("alice").unwrap().name(), "alice");
         assert_eq!(rules().nick("[Bot]`-1").unwrap().key(), "{bot}`-1");
-        for bad in ["", "1abc", "-x", "al ice", "a:b", "#chan", "émile", "a\r\nQUIT"] {
+        for bad in [
+            "",
+            "1abc",
+            "-x",
+            "al ice",
+            "a:b",
+            "#chan",
+            "émile",
+            "a\r\nQUIT",
+        ] {
             assert!(rules().nick(bad).is_err(), "{bad:?} must be refused");
         }
         let err = rules().nick(&"a".repeat(32)).unwrap_err();
-        assert!(matches!(err, NameError::NickTooLong { len: 32, max: 31, .. }));
+        assert!(matches!(
+            err,
+            NameError::NickTooLong {
+                len: 32,
+                max: 31,
+                ..
+            }
+        ));
     }
 
     #[test]

@@ -10,7 +10,9 @@
 pub enum TextError {
     #[error("text is empty; there is nothing to send")]
     Empty,
-    #[error("text is {len} bytes long; the limit is {max} bytes (chat.max_text_bytes); send it in parts")]
+    #[error(
+        "text is {len} bytes long; the limit is {max} bytes (chat.max_text_bytes); send it in parts"
+    )]
     TooLong { len: usize, max: usize },
 }
 

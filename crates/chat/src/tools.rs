@@ -127,7 +127,9 @@ impl Toolset for ChatTools {
                 "get_members" => self.get_members(parse_args(tool, args)?).await,
                 "wait_for_messages" => self.wait_for_messages(parse_args(tool, args)?).await,
                 "search_messages" => self.search_messages(parse_args(tool, args)?).await,
-                other => Err(ToolError::new(format!("the chat toolset has no tool {other}"))),
+                other => Err(ToolError::new(format!(
+                    "the chat toolset has no tool {other}"
+                ))),
             }
         })
     }
@@ -338,7 +340,11 @@ pub fn parse_since(raw: &str) -> Result<DateTime<Utc>, ToolError> {
     if let Ok(t) = DateTime::parse_from_rfc3339(raw) {
         return Ok(t.with_timezone(&Utc));
     }
-    for format in ["%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%d %H:%M:%S%.f", "%Y-%m-%dT%H:%M"] {
+    for format in [
+        "%Y-%m-%dT%H:%M:%S%.f",
+        "%Y-%m-%d %H:%M:%S%.f",
+        "%Y-%m-%dT%H:%M",
+    ] {
         if let Ok(t) = NaiveDateTime::parse_from_str(raw, format) {
             return Ok(t.and_utc());
         }
@@ -535,7 +541,13 @@ mod tests {
 
     #[test]
     fn since_refuses_non_iso_text() {
-        for bad in ["yesterday", "", "30/11/2026", "2026-13-01T00:00:00Z", "12:00"] {
+        for bad in [
+            "yesterday",
+            "",
+            "30/11/2026",
+            "2026-13-01T00:00:00Z",
+            "12:00",
+        ] {
             let err = parse_since(bad).unwrap_err();
             assert!(err.message().contains("ISO 8601"), "{bad}: {err}");
         }
@@ -552,13 +564,20 @@ mod tests {
 
     #[test]
     fn fts_queries_quote_every_word() {
-        assert_eq!(fts_query("deploy AND \"x").unwrap(), "\"deploy\" \"AND\" \"x\"");
+        assert_eq!(
+            fts_query("deploy AND \"x").unwrap(),
+            "\"deploy\" \"AND\" \"x\""
+        );
         assert_eq!(fts_query("  ^*()  "), None);
     }
 
     #[test]
     fn tool_list_is_compact() {
         let json = serde_json::to_string(&tool_definitions()).unwrap();
-        assert!(json.len() < 12 * 1024, "tools/list body is {} bytes", json.len());
+        assert!(
+            json.len() < 12 * 1024,
+            "tools/list body is {} bytes",
+            json.len()
+        );
     }
 }

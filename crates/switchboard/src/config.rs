@@ -177,7 +177,10 @@ fn invalid(key: &'static str, problem: impl Into<String>) -> ConfigError {
 
 impl Config {
     /// Builds the configuration for `serve` from every layer.
-    pub fn load(args: &ServeArgs, env: &dyn Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+    pub fn load(
+        args: &ServeArgs,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Self, ConfigError> {
         let file = args
             .config
             .clone()
@@ -219,9 +222,13 @@ impl Config {
             self.data_dir = Some(PathBuf::from(v));
         }
         if let Some(v) = env("SWITCHBOARD_HTTP") {
-            self.http.listen = v
-                .parse()
-                .map_err(|_| bad("SWITCHBOARD_HTTP", &v, "expected an address such as 127.0.0.1:8090"))?;
+            self.http.listen = v.parse().map_err(|_| {
+                bad(
+                    "SWITCHBOARD_HTTP",
+                    &v,
+                    "expected an address such as 127.0.0.1:8090",
+                )
+            })?;
         }
         if let Some(v) = env("MCP_PORT") {
             let port: u16 = v
@@ -233,7 +240,13 @@ impl Config {
             self.chat.backend = match v.to_ascii_lowercase().as_str() {
                 "memory" | "local" => Backend::Local,
                 "irc" => Backend::Irc,
-                _ => return Err(bad("TRANSPORT_TYPE", &v, "expected memory (the local hub) or irc")),
+                _ => {
+                    return Err(bad(
+                        "TRANSPORT_TYPE",
+                        &v,
+                        "expected memory (the local hub) or irc",
+                    ));
+                }
             };
         }
         if let Some(v) = env("IRC_SERVER") {
@@ -317,7 +330,9 @@ impl Config {
             if host.is_empty() || host.contains(['/', ' ', ',']) {
                 return Err(invalid(
                     "http.allowed_hosts",
-                    format!("{host:?} is not a host name; write entries such as \"mcp.example.com\""),
+                    format!(
+                        "{host:?} is not a host name; write entries such as \"mcp.example.com\""
+                    ),
                 ));
             }
         }
@@ -325,7 +340,9 @@ impl Config {
             if !(origin.starts_with("http://") || origin.starts_with("https://")) {
                 return Err(invalid(
                     "http.allowed_origins",
-                    format!("{origin:?} is not an origin; write entries such as \"https://app.example.com\""),
+                    format!(
+                        "{origin:?} is not an origin; write entries such as \"https://app.example.com\""
+                    ),
                 ));
             }
         }
@@ -399,7 +416,11 @@ mod tests {
     fn flags_beat_env_which_beats_the_file() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("c.toml");
-        std::fs::write(&file, "[http]\nlisten = \"127.0.0.1:7000\"\n[chat]\nmax_text_bytes = 100\n").unwrap();
+        std::fs::write(
+            &file,
+            "[http]\nlisten = \"127.0.0.1:7000\"\n[chat]\nmax_text_bytes = 100\n",
+        )
+        .unwrap();
         let args = ServeArgs {
             config: Some(file.clone()),
             ..Default::default()
@@ -422,10 +443,15 @@ mod tests {
     fn transport_type_memory_means_the_local_hub() {
         let mut c = Config::default();
         c.chat.backend = Backend::Irc;
-        c.apply_env(&env_of(&[("TRANSPORT_TYPE", "memory")])).unwrap();
-        assert_eq!(c.chat.backend, Backend::Local);
-        c.apply_env(&env_of(&[("IRC_SERVER", "irc.example"), ("IRC_PORT", "6697"), ("IRC_NICK", "obs")]))
+        c.apply_env(&env_of(&[("TRANSPORT_TYPE", "memory")]))
             .unwrap();
+        assert_eq!(c.chat.backend, Backend::Local);
+        c.apply_env(&env_of(&[
+            ("IRC_SERVER", "irc.example"),
+            ("IRC_PORT", "6697"),
+            ("IRC_NICK", "obs"),
+        ]))
+        .unwrap();
         assert_eq!(c.chat.irc.server.as_deref(), Some("irc.example"));
         assert_eq!((c.chat.irc.port, c.chat.irc.nick.as_str()), (6697, "obs"));
     }
@@ -438,8 +464,14 @@ mod tests {
             ("TRANSPORT_TYPE", "carrier-pigeon"),
             ("SWITCHBOARD_HTTP", "localhost"),
         ] {
-            let err = Config::default().apply_env(&env_of(&[(var, value)])).unwrap_err();
-            assert!(err.to_string().starts_with(&format!("environment variable {var}=")), "{err}");
+            let err = Config::default()
+                .apply_env(&env_of(&[(var, value)]))
+                .unwrap_err();
+            assert!(
+                err.to_string()
+                    .starts_with(&format!("environment variable {var}=")),
+                "{err}"
+            );
         }
     }
 
@@ -494,6 +526,11 @@ mod tests {
         assert!(err.to_string().starts_with("chat.max_text_bytes:"));
         let mut c = Config::default();
         c.log.level = "loud=[".into();
-        assert!(c.validate(&env_of(&[])).unwrap_err().to_string().starts_with("log.level:"));
+        assert!(
+            c.validate(&env_of(&[]))
+                .unwrap_err()
+                .to_string()
+                .starts_with("log.level:")
+        );
     }
 }

@@ -17,7 +17,10 @@ pub fn init(filter: &str, file: Option<&Path>) -> anyhow::Result<()> {
                 .append(true)
                 .open(path)
                 .with_context(|| format!("cannot open the log file {}", path.display()))?;
-            builder.with_ansi(false).with_writer(Mutex::new(file)).init();
+            builder
+                .with_ansi(false)
+                .with_writer(Mutex::new(file))
+                .init();
         }
         None => builder
             .with_ansi(std::io::stderr().is_terminal())

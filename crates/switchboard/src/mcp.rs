@@ -70,7 +70,10 @@ impl McpServer {
 impl ServerHandler for McpServer {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new("switchboard", env!("CARGO_PKG_VERSION")))
+            .with_server_info(Implementation::new(
+                "switchboard",
+                env!("CARGO_PKG_VERSION"),
+            ))
             .with_instructions(INSTRUCTIONS)
     }
 
@@ -79,7 +82,9 @@ impl ServerHandler for McpServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(self.registry.tools().to_vec()))
+        Ok(ListToolsResult::with_all_items(
+            self.registry.tools().to_vec(),
+        ))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {

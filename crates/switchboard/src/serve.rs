@@ -73,12 +73,17 @@ async fn serve(
 
     if config.http.enabled {
         let listen = config.http.listen;
-        let listener = http::bind(listen)
-            .await
-            .with_context(|| format!("cannot listen on {listen} (http.listen); is another switchboard running?"))?;
+        let listener = http::bind(listen).await.with_context(|| {
+            format!("cannot listen on {listen} (http.listen); is another switchboard running?")
+        })?;
         let local = listener.local_addr()?;
         let guard = Guard::new(local, &config.http, config.http_token(env));
-        let app = http::router(server.clone(), guard, config.http.legacy_sse, shutdown.clone());
+        let app = http::router(
+            server.clone(),
+            guard,
+            config.http.legacy_sse,
+            shutdown.clone(),
+        );
         tracing::info!("serving MCP at http://{local}/mcp (legacy SSE at /sse)");
         let stop = shutdown.clone();
         tasks.spawn(async move {
@@ -91,7 +96,13 @@ async fn serve(
         let stop = shutdown.clone();
         let server = server.for_caller(switchboard_toolset::Caller::new("stdio"));
         tasks.spawn(async move {
-            stdio::serve(server, tokio::io::stdin(), tokio::io::stdout(), stop.clone()).await;
+            stdio::serve(
+                server,
+                tokio::io::stdin(),
+                tokio::io::stdout(),
+                stop.clone(),
+            )
+            .await;
             // The one stdio client is gone: the whole process is done.
             stop.cancel();
         });
@@ -107,7 +118,10 @@ async fn serve(
 
     drain.stop_accepting();
     history.release_waiters();
-    if tokio::time::timeout(DRAIN_TIMEOUT, drain.finished()).await.is_err() {
+    if tokio::time::timeout(DRAIN_TIMEOUT, drain.finished())
+        .await
+        .is_err()
+    {
         tracing::warn!("in-flight calls did not finish within {DRAIN_TIMEOUT:?}; stopping anyway");
     }
     shutdown.cancel();

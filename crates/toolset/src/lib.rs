@@ -34,8 +34,12 @@ pub trait Toolset: Send + Sync + 'static {
     fn tools(&self) -> Vec<Tool>;
 
     /// Runs the tool `tool` (one of [`Toolset::tools`]) with `arguments`.
-    fn call<'a>(&'a self, tool: &'a str, arguments: JsonObject, caller: &'a Caller)
-    -> ToolFuture<'a>;
+    fn call<'a>(
+        &'a self,
+        tool: &'a str,
+        arguments: JsonObject,
+        caller: &'a Caller,
+    ) -> ToolFuture<'a>;
 }
 
 /// A successful tool result: text for the model, JSON for programs.

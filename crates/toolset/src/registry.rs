@@ -128,6 +128,11 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(result.is_error, Some(false));
-        assert!(registry.call("nope", JsonObject::new(), &caller).await.is_none());
+        assert!(
+            registry
+                .call("nope", JsonObject::new(), &caller)
+                .await
+                .is_none()
+        );
     }
 }

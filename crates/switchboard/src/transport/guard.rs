@@ -13,10 +13,9 @@ use axum::{
     body::Body,
     extract::{Request, State},
     middleware::Next,
-    response::{IntoResponse, Response},
+    response::Response,
 };
 use http::{HeaderMap, StatusCode, header};
-use serde_json::json;
 
 use crate::config::HttpConfig;
 
@@ -63,19 +62,32 @@ impl Guard {
             .get(header::HOST)
             .and_then(|v| v.to_str().ok())
             .map(host_of)
-            .ok_or_else(|| refuse(StatusCode::BAD_REQUEST, "the Host header is missing or not ASCII"))?;
+            .ok_or_else(|| {
+                refuse(
+                    StatusCode::BAD_REQUEST,
+                    "the Host header is missing or not ASCII",
+                )
+            })?;
         if !self.inner.any_host && !self.host_allowed(&host) {
             return Err(refuse(
                 StatusCode::FORBIDDEN,
-                &format!("Host {host:?} is not allowed; add it to http.allowed_hosts if it is yours"),
+                &format!(
+                    "Host {host:?} is not allowed; add it to http.allowed_hosts if it is yours"
+                ),
             ));
         }
         if let Some(origin) = headers.get(header::ORIGIN) {
-            let origin = origin.to_str().unwrap_or("").trim_end_matches('/').to_ascii_lowercase();
+            let origin = origin
+                .to_str()
+                .unwrap_or("")
+                .trim_end_matches('/')
+                .to_ascii_lowercase();
             if !self.origin_allowed(&origin, &host) {
                 return Err(refuse(
                     StatusCode::FORBIDDEN,
-                    &format!("Origin {origin:?} is not allowed; add it to http.allowed_origins if it is yours"),
+                    &format!(
+                        "Origin {origin:?} is not allowed; add it to http.allowed_origins if it is yours"
+                    ),
                 ));
             }
         }
@@ -90,9 +102,10 @@ impl Guard {
                     StatusCode::UNAUTHORIZED,
                     "a bearer token is required: send Authorization: Bearer <token>",
                 );
-                response
-                    .headers_mut()
-                    .insert(header::WWW_AUTHENTICATE, http::HeaderValue::from_static("Bearer"));
+                response.headers_mut().insert(
+                    header::WWW_AUTHENTICATE,
+                    http::HeaderValue::from_static("Bearer"),
+                );
                 return Err(response);
             }
         }
@@ -134,8 +147,7 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 }
 
 fn refuse(status: StatusCode, message: &str) -> Response {
-    let body = json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32000, "message": message}});
-    (status, [(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
+    super::error_response(status, -32000, message)
 }
 
 /// The axum middleware applying a [`Guard`] to every route.
@@ -154,7 +166,11 @@ mod tests {
     use super::*;
 
     fn guard(listen: &str, token: Option<&str>) -> Guard {
-        Guard::new(listen.parse().unwrap(), &HttpConfig::default(), token.map(String::from))
+        Guard::new(
+            listen.parse().unwrap(),
+            &HttpConfig::default(),
+            token.map(String::from),
+        )
     }
 
     fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
@@ -168,19 +184,32 @@ mod tests {
     #[test]
     fn loopback_hosts_pass_and_foreign_hosts_are_forbidden() {
         let g = guard("127.0.0.1:8090", None);
-        for host in ["127.0.0.1:8090", "localhost:8090", "LOCALHOST", "[::1]:8090"] {
+        for host in [
+            "127.0.0.1:8090",
+            "localhost:8090",
+            "LOCALHOST",
+            "[::1]:8090",
+        ] {
             assert!(g.check(&headers(&[("host", host)])).is_ok(), "{host}");
         }
-        let refused = g.check(&headers(&[("host", "evil.example:8090")])).unwrap_err();
+        let refused = g
+            .check(&headers(&[("host", "evil.example:8090")]))
+            .unwrap_err();
         assert_eq!(refused.status(), StatusCode::FORBIDDEN);
     }
 
     #[test]
     fn foreign_origins_are_forbidden() {
         let g = guard("127.0.0.1:8090", None);
-        let ok = headers(&[("host", "localhost:8090"), ("origin", "http://localhost:6274")]);
+        let ok = headers(&[
+            ("host", "localhost:8090"),
+            ("origin", "http://localhost:6274"),
+        ]);
         assert!(g.check(&ok).is_ok());
-        let bad = headers(&[("host", "localhost:8090"), ("origin", "https://evil.example")]);
+        let bad = headers(&[
+            ("host", "localhost:8090"),
+            ("origin", "https://evil.example"),
+        ]);
         assert_eq!(g.check(&bad).unwrap_err().status(), StatusCode::FORBIDDEN);
         let null = headers(&[("host", "localhost:8090"), ("origin", "null")]);
         assert_eq!(g.check(&null).unwrap_err().status(), StatusCode::FORBIDDEN);
@@ -190,10 +219,19 @@ mod tests {
     fn a_configured_token_is_required() {
         let g = guard("127.0.0.1:8090", Some("s3cret"));
         let host = ("host", "127.0.0.1:8090");
-        assert_eq!(g.check(&headers(&[host])).unwrap_err().status(), StatusCode::UNAUTHORIZED);
+        assert_eq!(
+            g.check(&headers(&[host])).unwrap_err().status(),
+            StatusCode::UNAUTHORIZED
+        );
         let wrong = headers(&[host, ("authorization", "Bearer nope")]);
-        assert_eq!(g.check(&wrong).unwrap_err().status(), StatusCode::UNAUTHORIZED);
-        assert!(g.check(&headers(&[host, ("authorization", "Bearer s3cret")])).is_ok());
+        assert_eq!(
+            g.check(&wrong).unwrap_err().status(),
+            StatusCode::UNAUTHORIZED
+        );
+        assert!(
+            g.check(&headers(&[host, ("authorization", "Bearer s3cret")]))
+                .is_ok()
+        );
     }
 
     #[test]

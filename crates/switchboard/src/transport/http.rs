@@ -10,15 +10,24 @@
 
 use std::{net::SocketAddr, sync::Arc};
 
-use axum::{Router, extract::DefaultBodyLimit, middleware};
+use axum::{
+    Router,
+    body::Body,
+    extract::{DefaultBodyLimit, Request},
+    middleware::{self, Next},
+    response::{IntoResponse, Response},
+};
+use http::{Method, StatusCode, header};
+use rmcp::model::ClientJsonRpcMessage;
 use rmcp::transport::streamable_http_server::{
     StreamableHttpServerConfig, StreamableHttpService, session::never::NeverSessionManager,
 };
+use serde_json::Value;
 use switchboard_toolset::Caller;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use super::{MAX_MESSAGE_BYTES, guard, sse};
+use super::{MAX_MESSAGE_BYTES, error_json, guard, sse};
 use crate::mcp::McpServer;
 
 /// Builds the app for `server`, checked by `guard`.
@@ -44,12 +53,54 @@ pub fn router(
             config,
         )
     };
-    let mut app = Router::new().nest_service("/mcp", mcp);
+    let mut app = Router::new()
+        .nest_service("/mcp", mcp)
+        .layer(middleware::from_fn(answer_malformed_json_rpc));
     if legacy_sse {
         app = app.merge(sse::routes(server, shutdown));
     }
     app.layer(DefaultBodyLimit::max(MAX_MESSAGE_BYTES))
         .layer(middleware::from_fn_with_state(guard, guard::enforce))
+}
+
+/// Answers a POST whose body is not a JSON-RPC message with `400` and a
+/// JSON-RPC error (-32700 for bad JSON, -32600 for JSON of the wrong shape),
+/// as JSON-RPC asks; rmcp itself would answer `415` with plain text.
+async fn answer_malformed_json_rpc(request: Request, next: Next) -> Response {
+    if request.method() != Method::POST {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let bytes = match axum::body::to_bytes(body, MAX_MESSAGE_BYTES).await {
+        Ok(bytes) => bytes,
+        Err(_) => {
+            return (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("the request body exceeds {MAX_MESSAGE_BYTES} bytes"),
+            )
+                .into_response();
+        }
+    };
+    if let Err(e) = serde_json::from_slice::<ClientJsonRpcMessage>(&bytes) {
+        let (code, id) = match serde_json::from_slice::<Value>(&bytes) {
+            Err(_) => (-32700, Value::Null),
+            Ok(value) => (-32600, value.get("id").cloned().unwrap_or(Value::Null)),
+        };
+        let message = if code == -32700 {
+            "parse error"
+        } else {
+            "invalid request"
+        };
+        let body = error_json(id, code, &format!("{message}: {e}"));
+        return (
+            StatusCode::BAD_REQUEST,
+            [(header::CONTENT_TYPE, "application/json")],
+            body,
+        )
+            .into_response();
+    }
+    next.run(Request::from_parts(parts, Body::from(bytes)))
+        .await
 }
 
 /// Binds `addr`, so that a taken port is reported before anything starts.
@@ -58,7 +109,11 @@ pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
 }
 
 /// Serves `app` until `shutdown` fires, then lets in-flight requests finish.
-pub async fn serve(listener: TcpListener, app: Router, shutdown: CancellationToken) -> std::io::Result<()> {
+pub async fn serve(
+    listener: TcpListener,
+    app: Router,
+    shutdown: CancellationToken,
+) -> std::io::Result<()> {
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown.cancelled_owned())
         .await

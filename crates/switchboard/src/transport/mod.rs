@@ -16,3 +16,25 @@ pub mod stdio;
 /// an oversized tool argument should reach the tool and get its specific
 /// error ("text is 10485760 bytes; the limit is ..."), not a framing error.
 pub const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+
+/// A JSON-RPC error object for a message the server could not route, as one
+/// line of JSON. `id` is `null` when the request's id could not be read.
+pub fn error_json(id: serde_json::Value, code: i32, message: &str) -> String {
+    serde_json::json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+        .to_string()
+}
+
+/// An HTTP response carrying [`error_json`] with no id.
+pub fn error_response(
+    status: ::http::StatusCode,
+    code: i32,
+    message: &str,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    (
+        status,
+        [(::http::header::CONTENT_TYPE, "application/json")],
+        error_json(serde_json::Value::Null, code, message),
+    )
+        .into_response()
+}

@@ -25,18 +25,18 @@ use axum::{
     routing::{get, post},
 };
 use futures::{SinkExt, StreamExt, stream};
-use http::{StatusCode, header};
+use http::StatusCode;
 use rmcp::{
     model::{ClientJsonRpcMessage, ServerJsonRpcMessage},
     service::serve_server_with_ct,
 };
 use serde::Deserialize;
-use serde_json::json;
 use switchboard_toolset::Caller;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::{CancellationToken, PollSender};
 
+use super::error_response as reply;
 use crate::mcp::McpServer;
 
 type Sessions = Arc<Mutex<HashMap<String, mpsc::Sender<ClientJsonRpcMessage>>>>;
@@ -72,7 +72,10 @@ struct SessionGuard {
 impl Drop for SessionGuard {
     fn drop(&mut self) {
         self.session.cancel();
-        self.sessions.lock().expect("sse sessions lock").remove(&self.id);
+        self.sessions
+            .lock()
+            .expect("sse sessions lock")
+            .remove(&self.id);
         tracing::debug!(session = %self.id, "legacy SSE session closed");
     }
 }
@@ -95,7 +98,9 @@ async fn connect(State(state): State<SseState>) -> Response {
         async move {
             let sink = PollSender::new(out_tx)
                 .sink_map_err(|_| std::io::Error::from(std::io::ErrorKind::BrokenPipe));
-            match serve_server_with_ct(server, (sink, ReceiverStream::new(in_rx)), session.clone()).await {
+            match serve_server_with_ct(server, (sink, ReceiverStream::new(in_rx)), session.clone())
+                .await
+            {
                 Ok(running) => {
                     tokio::select! {
                         _ = running.waiting() => {}
@@ -161,10 +166,18 @@ async fn message(
     let message: ClientJsonRpcMessage = match serde_json::from_slice(&body) {
         Ok(message) => message,
         Err(e) if e.is_syntax() || e.is_eof() => {
-            return reply(StatusCode::BAD_REQUEST, -32700, &format!("parse error: {e}"));
+            return reply(
+                StatusCode::BAD_REQUEST,
+                -32700,
+                &format!("parse error: {e}"),
+            );
         }
         Err(e) => {
-            return reply(StatusCode::BAD_REQUEST, -32600, &format!("invalid request: {e}"));
+            return reply(
+                StatusCode::BAD_REQUEST,
+                -32600,
+                &format!("invalid request: {e}"),
+            );
         }
     };
     if sender.send(message).await.is_err() {
@@ -175,9 +188,4 @@ async fn message(
         );
     }
     (StatusCode::ACCEPTED, "Accepted").into_response()
-}
-
-fn reply(status: StatusCode, code: i32, message: &str) -> Response {
-    let body = json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}});
-    (status, [(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
 }

@@ -11,7 +11,7 @@ use rmcp::{
     model::{ClientJsonRpcMessage, ErrorCode, ServerJsonRpcMessage},
     service::serve_server_with_ct,
 };
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::{
     io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader},
     sync::mpsc,
@@ -19,7 +19,7 @@ use tokio::{
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::{CancellationToken, PollSender};
 
-use super::MAX_MESSAGE_BYTES;
+use super::{MAX_MESSAGE_BYTES, error_json};
 use crate::mcp::McpServer;
 
 /// Serves `server` on the given byte streams until the client closes its
@@ -51,7 +51,8 @@ where
     };
     let reader = tokio::spawn(read_lines(input, in_tx, line_tx));
 
-    let sink = PollSender::new(out_tx).sink_map_err(|_| std::io::Error::from(std::io::ErrorKind::BrokenPipe));
+    let sink = PollSender::new(out_tx)
+        .sink_map_err(|_| std::io::Error::from(std::io::ErrorKind::BrokenPipe));
     let stream = ReceiverStream::new(in_rx);
     let session = shutdown.child_token();
     match serve_server_with_ct(server, (sink, stream), session.clone()).await {
@@ -82,9 +83,11 @@ async fn read_lines<R: AsyncRead + Unpin>(
         match read_bounded_line(&mut input, &mut line).await {
             Ok(Line::Eof) => break,
             Ok(Line::TooLong) => {
-                let reply = error_line(Value::Null, ErrorCode::INVALID_REQUEST, &format!(
-                    "message exceeds {MAX_MESSAGE_BYTES} bytes and was discarded"
-                ));
+                let reply = error_line(
+                    Value::Null,
+                    ErrorCode::INVALID_REQUEST,
+                    &format!("message exceeds {MAX_MESSAGE_BYTES} bytes and was discarded"),
+                );
                 if replies.send(reply).await.is_err() {
                     break;
                 }
@@ -133,7 +136,11 @@ async fn read_bounded_line<R: AsyncBufReadExt + Unpin>(
         let available = input.fill_buf().await?;
         if available.is_empty() {
             return Ok(if too_long || !buf.is_empty() {
-                if too_long { Line::TooLong } else { Line::Complete }
+                if too_long {
+                    Line::TooLong
+                } else {
+                    Line::Complete
+                }
             } else {
                 Line::Eof
             });
@@ -153,7 +160,11 @@ async fn read_bounded_line<R: AsyncBufReadExt + Unpin>(
         }
         input.consume(used);
         if done {
-            return Ok(if too_long { Line::TooLong } else { Line::Complete });
+            return Ok(if too_long {
+                Line::TooLong
+            } else {
+                Line::Complete
+            });
         }
     }
 }
@@ -168,7 +179,11 @@ fn trim_line(line: &[u8]) -> &[u8] {
 /// `Err(None)` means a malformed notification, which gets no reply.
 fn parse(text: &[u8]) -> Result<ClientJsonRpcMessage, Option<String>> {
     let value: Value = serde_json::from_slice(text).map_err(|e| {
-        Some(error_line(Value::Null, ErrorCode::PARSE_ERROR, &format!("parse error: {e}")))
+        Some(error_line(
+            Value::Null,
+            ErrorCode::PARSE_ERROR,
+            &format!("parse error: {e}"),
+        ))
     })?;
     if value.is_object() && value.get("method").is_some() && value.get("id").is_none() {
         // A notification; unknown ones are ignored, as JSON-RPC requires.
@@ -179,12 +194,16 @@ fn parse(text: &[u8]) -> Result<ClientJsonRpcMessage, Option<String>> {
         _ => Value::Null,
     };
     serde_json::from_value(value).map_err(|e| {
-        Some(error_line(id, ErrorCode::INVALID_REQUEST, &format!("invalid request: {e}")))
+        Some(error_line(
+            id,
+            ErrorCode::INVALID_REQUEST,
+            &format!("invalid request: {e}"),
+        ))
     })
 }
 
 fn error_line(id: Value, code: ErrorCode, message: &str) -> String {
-    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code.0, "message": message}}).to_string()
+    error_json(id, code.0, message)
 }
 
 async fn write_lines<W: AsyncWrite + Unpin>(output: W, mut lines: mpsc::Receiver<String>) {
@@ -222,9 +241,14 @@ mod tests {
 
     #[test]
     fn json_that_is_not_json_rpc_gets_invalid_request_with_its_id() {
-        let reply = parse(br#"{"id": 7, "jsonrpc": "2.0"}"#).unwrap_err().unwrap();
+        let reply = parse(br#"{"id": 7, "jsonrpc": "2.0"}"#)
+            .unwrap_err()
+            .unwrap();
         let v: Value = serde_json::from_str(&reply).unwrap();
-        assert_eq!((v["error"]["code"].as_i64(), v["id"].as_i64()), (Some(-32600), Some(7)));
+        assert_eq!(
+            (v["error"]["code"].as_i64(), v["id"].as_i64()),
+            (Some(-32600), Some(7))
+        );
         let reply = parse(b"[1,2]").unwrap_err().unwrap();
         assert!(reply.contains("-32600"));
     }
@@ -236,10 +260,16 @@ mod tests {
         data.extend_from_slice(b"{}\n");
         let mut input = BufReader::new(&data[..]);
         let mut buf = Vec::new();
-        assert!(matches!(read_bounded_line(&mut input, &mut buf).await.unwrap(), Line::TooLong));
+        assert!(matches!(
+            read_bounded_line(&mut input, &mut buf).await.unwrap(),
+            Line::TooLong
+        ));
         assert!(buf.capacity() <= MAX_MESSAGE_BYTES + 64 * 1024);
         buf.clear();
-        assert!(matches!(read_bounded_line(&mut input, &mut buf).await.unwrap(), Line::Complete));
+        assert!(matches!(
+            read_bounded_line(&mut input, &mut buf).await.unwrap(),
+            Line::Complete
+        ));
         assert_eq!(trim_line(&buf), b"{}");
     }
 }

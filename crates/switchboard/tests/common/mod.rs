@@ -1,0 +1,373 @@
+//! Shared harness for the end-to-end tests: starts the real `switchboard`
+//! binary and connects real MCP clients to it.
+//!
+//! Each test binary uses part of this module.
+#![allow(dead_code)]
+
+use std::{
+    net::SocketAddr,
+    process::{ExitStatus, Stdio},
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use rmcp::{
+    ClientLifecycleMode, ClientServiceExt, RoleClient, ServiceExt,
+    model::{
+        CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, Implementation,
+        JsonObject, ProtocolVersion,
+    },
+    service::RunningService,
+    transport::{StreamableHttpClientTransport, TokioChildProcess},
+};
+use serde_json::Value;
+use tokio::{
+    io::{AsyncBufReadExt, BufReader},
+    process::{Child, Command},
+};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_switchboard");
+
+/// Variables that would change how the binary behaves if the developer
+/// running the tests happens to have them set.
+const ISOLATED_ENV: &[&str] = &[
+    "SWITCHBOARD_CONFIG",
+    "SWITCHBOARD_DATA_DIR",
+    "SWITCHBOARD_HTTP",
+    "SWITCHBOARD_HTTP_TOKEN",
+    "SWITCHBOARD_LOG",
+    "SWITCHBOARD_LOG_FILE",
+    "TRANSPORT_TYPE",
+    "MCP_PORT",
+    "IRC_SERVER",
+    "IRC_PORT",
+    "IRC_NICK",
+];
+
+/// A `switchboard serve` command with a clean environment.
+pub fn command(args: &[&str]) -> Command {
+    let mut cmd = Command::new(BIN);
+    cmd.arg("serve").args(args);
+    for var in ISOLATED_ENV {
+        cmd.env_remove(var);
+    }
+    cmd.env("SWITCHBOARD_LOG", "info,rmcp=warn");
+    cmd.kill_on_drop(true);
+    cmd
+}
+
+/// A running `switchboard serve` with HTTP on a free loopback port.
+pub struct Server {
+    child: Child,
+    pub addr: SocketAddr,
+    pub log: Arc<Mutex<String>>,
+}
+
+impl Server {
+    /// Starts `serve` with `args` (which must not choose HTTP's address
+    /// unless it contains `--http`) and waits until HTTP is listening.
+    pub async fn start(args: &[&str]) -> Self {
+        Self::start_with(args, &[]).await
+    }
+
+    pub async fn start_with(args: &[&str], env: &[(&str, &str)]) -> Self {
+        let mut all: Vec<&str> = args.to_vec();
+        if !args.contains(&"--http") {
+            all.extend(["--http", "127.0.0.1:0"]);
+        }
+        let mut cmd = command(&all);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn switchboard");
+        let log = Arc::new(Mutex::new(String::new()));
+        let (addr_tx, addr_rx) = tokio::sync::oneshot::channel();
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let sink = log.clone();
+        tokio::spawn(async move {
+            let mut addr_tx = Some(addr_tx);
+            while let Ok(Some(line)) = lines.next_line().await {
+                if let Some(rest) = line.split("serving MCP at http://").nth(1)
+                    && let Some(tx) = addr_tx.take()
+                {
+                    let addr = rest
+                        .split('/')
+                        .next()
+                        .unwrap()
+                        .parse::<SocketAddr>()
+                        .unwrap();
+                    let _ = tx.send(addr);
+                }
+                let mut log = sink.lock().unwrap();
+                log.push_str(&line);
+                log.push('\n');
+            }
+        });
+        let addr = match tokio::time::timeout(Duration::from_secs(15), addr_rx).await {
+            Ok(Ok(addr)) => addr,
+            _ => {
+                let status = child.try_wait().ok().flatten();
+                panic!(
+                    "switchboard did not start serving HTTP (exit: {status:?}); log:\n{}",
+                    log.lock().unwrap()
+                );
+            }
+        };
+        Self { child, addr, log }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.child.id().expect("running") as i32
+    }
+
+    pub fn signal(&self, signal: i32) {
+        // SAFETY: kill(2) on our own child with a valid signal number.
+        assert_eq!(unsafe { libc::kill(self.pid(), signal) }, 0);
+    }
+
+    /// Waits (bounded) for the process to exit.
+    pub async fn exit(mut self, within: Duration) -> ExitStatus {
+        tokio::time::timeout(within, self.child.wait())
+            .await
+            .expect("switchboard did not exit in time")
+            .expect("wait for switchboard")
+    }
+
+    pub fn log(&self) -> String {
+        self.log.lock().unwrap().clone()
+    }
+}
+
+pub type Client = RunningService<RoleClient, ClientConfig>;
+
+fn client_config(version: ProtocolVersion) -> ClientConfig {
+    ClientConfig::new(
+        ClientCapabilities::default(),
+        Implementation::new("switchboard-tests", "0"),
+    )
+    .with_protocol_version(version)
+}
+
+/// An rmcp client over Streamable HTTP that starts with `initialize` at
+/// `version`, or with `server/discover` for 2026-07-28 and later.
+pub async fn http_client(url: &str, version: ProtocolVersion) -> Client {
+    let transport = StreamableHttpClientTransport::from_uri(url.to_owned());
+    connect(transport, version).await
+}
+
+/// An rmcp client that spawns `switchboard serve --stdio` with `args`.
+pub async fn stdio_client(args: &[&str], version: ProtocolVersion) -> Client {
+    let mut all = vec!["--stdio"];
+    all.extend_from_slice(args);
+    let mut cmd = command(&all);
+    cmd.stderr(Stdio::null());
+    let transport = TokioChildProcess::new(cmd).expect("spawn switchboard --stdio");
+    connect(transport, version).await
+}
+
+async fn connect<T, E, A>(transport: T, version: ProtocolVersion) -> Client
+where
+    T: rmcp::transport::IntoTransport<RoleClient, E, A>,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    let config = client_config(version.clone());
+    let client = if version.has_initialize() {
+        config.serve(transport).await
+    } else {
+        config
+            .serve_with_lifecycle(
+                transport,
+                ClientLifecycleMode::Discover {
+                    preferred_versions: vec![version],
+                },
+            )
+            .await
+    };
+    client.expect("MCP client connects")
+}
+
+/// Calls `tool` with a JSON object of arguments.
+pub async fn call(client: &Client, tool: &str, args: Value) -> CallToolResult {
+    try_call(client, tool, args)
+        .await
+        .expect("tools/call answered")
+}
+
+pub async fn try_call(
+    client: &Client,
+    tool: &str,
+    args: Value,
+) -> Result<CallToolResult, rmcp::ServiceError> {
+    let args: JsonObject = args.as_object().cloned().expect("arguments object");
+    client
+        .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(args))
+        .await
+}
+
+/// The text of a result's single text block.
+pub fn text(result: &CallToolResult) -> String {
+    result
+        .content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+pub fn is_error(result: &CallToolResult) -> bool {
+    result.is_error == Some(true)
+}
+
+/// Sends and asserts the fixed confirmation text.
+pub async fn send(client: &Client, channel: &str, sender: &str, text_: &str) -> CallToolResult {
+    let result = call(
+        client,
+        "send_message",
+        serde_json::json!({"channel": channel, "text": text_, "sender": sender}),
+    )
+    .await;
+    assert!(!is_error(&result), "send failed: {}", text(&result));
+    result
+}
+
+/// The message texts of a `read_messages` result, newest first.
+pub fn texts(result: &CallToolResult) -> Vec<String> {
+    result
+        .structured_content
+        .as_ref()
+        .expect("structuredContent")["messages"]
+        .as_array()
+        .expect("messages array")
+        .iter()
+        .map(|m| m["text"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// A minimal client of the legacy HTTP+SSE transport, written from the
+/// 2024-11-05 spec: it knows nothing of switchboard's code.
+pub struct SseClient {
+    http: reqwest::Client,
+    events: tokio::sync::mpsc::Receiver<(String, String)>,
+    pub endpoint: String,
+    next_id: i64,
+}
+
+impl SseClient {
+    /// Opens `GET /sse` on `base` and reads the `endpoint` event.
+    pub async fn open(base: &str) -> Self {
+        use futures::StreamExt;
+        let http = reqwest::Client::new();
+        let response = http
+            .get(format!("{base}/sse"))
+            .header("accept", "text/event-stream")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        let (tx, mut events) = tokio::sync::mpsc::channel(256);
+        let mut body = response.bytes_stream();
+        tokio::spawn(async move {
+            let mut buffer = String::new();
+            while let Some(Ok(chunk)) = body.next().await {
+                buffer.push_str(&String::from_utf8_lossy(&chunk));
+                while let Some(end) = buffer.find("\n\n") {
+                    let block: String = buffer.drain(..end + 2).collect();
+                    let mut event = "message".to_owned();
+                    let mut data = Vec::new();
+                    for line in block.lines() {
+                        if let Some(v) = line.strip_prefix("event:") {
+                            event = v.trim().to_owned();
+                        } else if let Some(v) = line.strip_prefix("data:") {
+                            data.push(v.strip_prefix(' ').unwrap_or(v).to_owned());
+                        }
+                    }
+                    if !data.is_empty() && tx.send((event, data.join("\n"))).await.is_err() {
+                        return;
+                    }
+                }
+            }
+        });
+        let (event, data) = tokio::time::timeout(Duration::from_secs(10), events.recv())
+            .await
+            .expect("endpoint event in time")
+            .expect("stream open");
+        assert_eq!(event, "endpoint");
+        assert!(data.starts_with("/messages/?session_id="), "{data}");
+        Self {
+            http,
+            events,
+            endpoint: format!("{base}{data}"),
+            next_id: 0,
+        }
+    }
+
+    /// POSTs a raw body to the endpoint; returns the status.
+    pub async fn post(&self, body: String) -> reqwest::StatusCode {
+        self.http
+            .post(&self.endpoint)
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .unwrap()
+            .status()
+    }
+
+    /// Sends a request and returns its response from the stream.
+    pub async fn request(&mut self, method: &str, params: Value) -> Value {
+        self.next_id += 1;
+        let id = self.next_id;
+        let body =
+            serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        assert_eq!(self.post(body.to_string()).await, 202);
+        loop {
+            let (event, data) = tokio::time::timeout(Duration::from_secs(30), self.events.recv())
+                .await
+                .expect("reply in time")
+                .expect("stream open");
+            assert_eq!(event, "message");
+            let message: Value = serde_json::from_str(&data).unwrap();
+            if message["id"] == id {
+                return message;
+            }
+        }
+    }
+
+    pub async fn notify(&self, method: &str) {
+        let body = serde_json::json!({"jsonrpc": "2.0", "method": method});
+        assert_eq!(self.post(body.to_string()).await, 202);
+    }
+
+    /// `initialize` at 2024-11-05 plus `notifications/initialized`.
+    pub async fn initialize(&mut self) -> Value {
+        let reply = self
+            .request(
+                "initialize",
+                serde_json::json!({
+                    "protocolVersion": "2024-11-05",
+                    "capabilities": {},
+                    "clientInfo": {"name": "sse-test", "version": "0"}
+                }),
+            )
+            .await;
+        self.notify("notifications/initialized").await;
+        reply
+    }
+
+    pub async fn call(&mut self, tool: &str, arguments: Value) -> Value {
+        self.request(
+            "tools/call",
+            serde_json::json!({"name": tool, "arguments": arguments}),
+        )
+        .await
+    }
+}

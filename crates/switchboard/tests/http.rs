@@ -1,0 +1,218 @@
+//! `switchboard serve` over HTTP: Streamable HTTP with rmcp's client, the
+//! legacy SSE endpoints with a plain HTTP client, and the request guard.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use rmcp::model::ProtocolVersion;
+use serde_json::json;
+
+#[tokio::test]
+async fn streamable_http_serves_old_and_newest_revisions() {
+    let server = Server::start(&["--ephemeral"]).await;
+    for version in [
+        ProtocolVersion::V_2024_11_05,
+        ProtocolVersion::V_2025_11_25,
+        ProtocolVersion::V_2026_07_28,
+    ] {
+        let client = http_client(&server.url("/mcp"), version.clone()).await;
+        assert_eq!(client.peer_info().unwrap().protocol_version, version);
+        assert_eq!(client.list_all_tools().await.unwrap().len(), 7);
+        let sent = send(
+            &client,
+            "http",
+            "alice",
+            &format!("via {}", version.as_str()),
+        )
+        .await;
+        assert_eq!(text(&sent), "Sent to #http as alice");
+        client.cancel().await.unwrap();
+    }
+    let client = http_client(&server.url("/mcp"), ProtocolVersion::V_2025_06_18).await;
+    let read = call(&client, "read_messages", json!({"channel": "http"})).await;
+    assert_eq!(
+        texts(&read),
+        ["via 2026-07-28", "via 2025-11-25", "via 2024-11-05"]
+    );
+}
+
+#[tokio::test]
+async fn agents_on_streamable_http_and_legacy_sse_talk_to_each_other() {
+    let server = Server::start(&["--ephemeral"]).await;
+    let http = http_client(&server.url("/mcp"), ProtocolVersion::V_2025_11_25).await;
+    let mut sse = SseClient::open(&server.url("")).await;
+    let init = sse.initialize().await;
+    assert_eq!(init["result"]["protocolVersion"], "2024-11-05");
+
+    // The SSE agent waits; the HTTP agent speaks; the SSE agent hears it.
+    let waiting = tokio::spawn(async move {
+        let reply = sse
+            .call(
+                "wait_for_messages",
+                json!({"channel": "pair", "timeout_s": 20}),
+            )
+            .await;
+        (sse, reply)
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    send(&http, "pair", "alice", "hello from http").await;
+    let (mut sse, heard) = waiting.await.unwrap();
+    assert!(
+        heard["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .ends_with("<alice> hello from http"),
+        "{heard}"
+    );
+
+    let reply = sse
+        .call(
+            "send_message",
+            json!({"channel": "pair", "text": "hello from sse", "sender": "bob"}),
+        )
+        .await;
+    assert_eq!(
+        reply["result"]["content"][0]["text"],
+        "Sent to #pair as bob"
+    );
+    let read = call(&http, "read_messages", json!({"channel": "pair"})).await;
+    assert_eq!(texts(&read), ["hello from sse", "hello from http"]);
+    let members = call(&http, "get_members", json!({"channel": "pair"})).await;
+    assert_eq!(text(&members), "- alice\n- bob");
+}
+
+#[tokio::test]
+async fn legacy_sse_refuses_unknown_sessions_and_malformed_bodies() {
+    let server = Server::start(&["--ephemeral"]).await;
+    let http = reqwest::Client::new();
+    let unknown = http
+        .post(server.url("/messages/?session_id=0123456789abcdef"))
+        .header("content-type", "application/json")
+        .body(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unknown.status(), 404);
+    assert!(unknown.text().await.unwrap().contains("unknown session_id"));
+    let missing = http
+        .post(server.url("/messages/"))
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.status(), 400);
+
+    let mut sse = SseClient::open(&server.url("")).await;
+    assert_eq!(sse.post("{not json".into()).await, 400);
+    assert_eq!(sse.post(r#"{"jsonrpc":"2.0","id":5}"#.into()).await, 400);
+    // The session survives bad input.
+    let init = sse.initialize().await;
+    assert_eq!(init["result"]["serverInfo"]["name"], "switchboard");
+}
+
+#[tokio::test]
+async fn malformed_json_rpc_over_http_is_a_400_with_a_parse_error() {
+    let server = Server::start(&["--ephemeral"]).await;
+    let response = reqwest::Client::new()
+        .post(server.url("/mcp"))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body("{this is not json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 400);
+    let body = response.text().await.unwrap();
+    assert!(body.contains("-32700"), "{body}");
+}
+
+#[tokio::test]
+async fn foreign_host_or_origin_is_forbidden_on_every_route() {
+    let server = Server::start(&["--ephemeral"]).await;
+    let http = reqwest::Client::new();
+    for path in ["/mcp", "/sse", "/messages/?session_id=x"] {
+        let foreign_host = http
+            .post(server.url(path))
+            .header("host", "evil.example")
+            .header("content-type", "application/json")
+            .body("{}")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(foreign_host.status(), 403, "{path}");
+        let foreign_origin = http
+            .post(server.url(path))
+            .header("origin", "https://evil.example")
+            .header("content-type", "application/json")
+            .body("{}")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(foreign_origin.status(), 403, "{path}");
+    }
+    let local_origin = http
+        .post(server.url("/mcp"))
+        .header("origin", "http://localhost:6274")
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"0"}}}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(local_origin.status(), 200);
+}
+
+#[tokio::test]
+async fn non_loopback_bind_needs_a_token_and_then_enforces_it() {
+    let refused = command(&["--ephemeral", "--http", "0.0.0.0:0"])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("http.listen") && stderr.contains("SWITCHBOARD_HTTP_TOKEN"),
+        "{stderr}"
+    );
+
+    let server = Server::start_with(
+        &["--ephemeral", "--http", "0.0.0.0:0"],
+        &[("SWITCHBOARD_HTTP_TOKEN", "s3cret")],
+    )
+    .await;
+    let url = format!("http://127.0.0.1:{}/mcp", server.addr.port());
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"0"}}}"#;
+    let post = |auth: Option<&'static str>| {
+        let mut request = reqwest::Client::new()
+            .post(&url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(body);
+        if let Some(auth) = auth {
+            request = request.header("authorization", auth);
+        }
+        request.send()
+    };
+    assert_eq!(post(None).await.unwrap().status(), 401);
+    assert_eq!(post(Some("Bearer wrong")).await.unwrap().status(), 401);
+    assert_eq!(post(Some("Bearer s3cret")).await.unwrap().status(), 200);
+    let sse = reqwest::Client::new()
+        .get(format!("http://127.0.0.1:{}/sse", server.addr.port()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(sse.status(), 401);
+}
+
+#[tokio::test]
+async fn insecure_no_auth_allows_a_tokenless_non_loopback_bind() {
+    let server = Server::start(&["--ephemeral", "--http", "0.0.0.0:0", "--insecure-no-auth"]).await;
+    let client = http_client(
+        &format!("http://127.0.0.1:{}/mcp", server.addr.port()),
+        ProtocolVersion::V_2025_11_25,
+    )
+    .await;
+    assert_eq!(client.list_all_tools().await.unwrap().len(), 7);
+}
