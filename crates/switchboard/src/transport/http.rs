@@ -42,7 +42,6 @@ pub fn router(
         .with_json_response(true)
         .with_sse_keep_alive(None)
         .with_max_request_body_bytes(MAX_MESSAGE_BYTES)
-        .with_cancellation_token(shutdown.child_token())
         // The guard checks Host and Origin for every route, not only /mcp.
         .disable_allowed_hosts();
     let mcp = {

@@ -12,6 +12,17 @@ pub mod http;
 pub mod sse;
 pub mod stdio;
 
+use futures::SinkExt;
+use rmcp::{
+    model::{ClientJsonRpcMessage, ServerJsonRpcMessage},
+    service::serve_server_with_ct,
+};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_util::sync::{CancellationToken, PollSender};
+
+use crate::mcp::McpServer;
+
 /// Largest JSON-RPC message accepted on any transport. Generous on purpose:
 /// an oversized tool argument should reach the tool and get its specific
 /// error ("text is 10485760 bytes; the limit is ..."), not a framing error.
@@ -37,4 +48,25 @@ pub fn error_response(
         error_json(serde_json::Value::Null, code, message),
     )
         .into_response()
+}
+
+/// Runs `server` for one client whose messages arrive on `incoming` and whose
+/// replies go to `outgoing` (stdio and legacy SSE both frame messages
+/// themselves and meet rmcp here). Returns when the client is gone or
+/// `session` is cancelled; on cancellation rmcp first flushes the replies of
+/// calls in flight, then drops `outgoing`.
+pub async fn serve_channels(
+    server: McpServer,
+    incoming: mpsc::Receiver<ClientJsonRpcMessage>,
+    outgoing: mpsc::Sender<ServerJsonRpcMessage>,
+    session: CancellationToken,
+) {
+    let sink = PollSender::new(outgoing)
+        .sink_map_err(|_| std::io::Error::from(std::io::ErrorKind::BrokenPipe));
+    match serve_server_with_ct(server, (sink, ReceiverStream::new(incoming)), session).await {
+        Ok(running) => {
+            let _ = running.waiting().await;
+        }
+        Err(e) => tracing::debug!(error = %e, "client left before initializing"),
+    }
 }

@@ -24,19 +24,16 @@ use axum::{
     },
     routing::{get, post},
 };
-use futures::{SinkExt, StreamExt, stream};
+use futures::{StreamExt, stream};
 use http::StatusCode;
-use rmcp::{
-    model::{ClientJsonRpcMessage, ServerJsonRpcMessage},
-    service::serve_server_with_ct,
-};
+use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
 use serde::Deserialize;
 use switchboard_toolset::Caller;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
-use tokio_util::sync::{CancellationToken, PollSender};
+use tokio_util::sync::CancellationToken;
 
-use super::error_response as reply;
+use super::{error_response as reply, serve_channels};
 use crate::mcp::McpServer;
 
 type Sessions = Arc<Mutex<HashMap<String, mpsc::Sender<ClientJsonRpcMessage>>>>;
@@ -93,24 +90,7 @@ async fn connect(State(state): State<SseState>) -> Response {
     let server = state
         .server
         .for_caller(Caller::new(format!("sse {}", &id[..8])));
-    tokio::spawn({
-        let session = session.clone();
-        async move {
-            let sink = PollSender::new(out_tx)
-                .sink_map_err(|_| std::io::Error::from(std::io::ErrorKind::BrokenPipe));
-            match serve_server_with_ct(server, (sink, ReceiverStream::new(in_rx)), session.clone())
-                .await
-            {
-                Ok(running) => {
-                    tokio::select! {
-                        _ = running.waiting() => {}
-                        () = session.cancelled() => {}
-                    }
-                }
-                Err(e) => tracing::debug!(error = %e, "legacy SSE client left before initializing"),
-            }
-        }
-    });
+    tokio::spawn(serve_channels(server, in_rx, out_tx, session.clone()));
     tracing::debug!(session = %id, "legacy SSE session opened");
     let guard = SessionGuard {
         id: id.clone(),
@@ -125,9 +105,9 @@ async fn connect(State(state): State<SseState>) -> Response {
         let data = serde_json::to_string(&message).unwrap_or_default();
         Ok::<_, Infallible>(Event::default().event("message").data(data))
     });
-    let events = stream::once(async { Ok(endpoint) })
-        .chain(messages)
-        .take_until(session.cancelled_owned());
+    // The stream ends when the session's server has flushed its last replies
+    // and stopped (at shutdown, or when the client disconnects).
+    let events = stream::once(async { Ok(endpoint) }).chain(messages);
     Sse::new(events)
         .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
         .into_response()

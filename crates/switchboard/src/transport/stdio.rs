@@ -6,20 +6,15 @@
 //! parse error, and JSON that is not a JSON-RPC message gets -32600. Only
 //! protocol bytes ever reach stdout; one writer task owns it.
 
-use futures::SinkExt;
-use rmcp::{
-    model::{ClientJsonRpcMessage, ErrorCode, ServerJsonRpcMessage},
-    service::serve_server_with_ct,
-};
+use rmcp::model::{ClientJsonRpcMessage, ErrorCode, ServerJsonRpcMessage};
 use serde_json::Value;
 use tokio::{
     io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader},
     sync::mpsc,
 };
-use tokio_stream::wrappers::ReceiverStream;
-use tokio_util::sync::{CancellationToken, PollSender};
+use tokio_util::sync::CancellationToken;
 
-use super::{MAX_MESSAGE_BYTES, error_json};
+use super::{MAX_MESSAGE_BYTES, error_json, serve_channels};
 use crate::mcp::McpServer;
 
 /// Serves `server` on the given byte streams until the client closes its
@@ -51,20 +46,7 @@ where
     };
     let reader = tokio::spawn(read_lines(input, in_tx, line_tx));
 
-    let sink = PollSender::new(out_tx)
-        .sink_map_err(|_| std::io::Error::from(std::io::ErrorKind::BrokenPipe));
-    let stream = ReceiverStream::new(in_rx);
-    let session = shutdown.child_token();
-    match serve_server_with_ct(server, (sink, stream), session.clone()).await {
-        Ok(running) => {
-            tokio::select! {
-                _ = running.waiting() => {}
-                () = shutdown.cancelled() => {}
-            }
-        }
-        Err(e) => tracing::debug!(error = %e, "stdio client left before initializing"),
-    }
-    session.cancel();
+    serve_channels(server, in_rx, out_tx, shutdown.child_token()).await;
     reader.abort();
     let _ = serializer.await;
     let _ = writer.await;

@@ -1,0 +1,186 @@
+//! Start-up, shutdown and durability of `switchboard serve`: exit codes,
+//! history across restarts and `kill -9`, and graceful SIGINT/SIGTERM.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use rmcp::model::ProtocolVersion;
+use serde_json::json;
+
+#[tokio::test]
+async fn history_survives_a_restart_and_kill_9() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().to_str().unwrap().to_owned();
+
+    let server = Server::start(&["--data-dir", &data]).await;
+    let client = http_client(&server.url("/mcp"), ProtocolVersion::V_2025_11_25).await;
+    send(&client, "log", "alice", "before restart").await;
+    server.signal(libc::SIGTERM);
+    assert!(server.exit(Duration::from_secs(15)).await.success());
+
+    // Acknowledged sends must be on disk the moment they are acknowledged:
+    // fire many concurrent sends, kill -9 right after the last ack.
+    let server = Server::start(&["--data-dir", &data]).await;
+    let client = http_client(&server.url("/mcp"), ProtocolVersion::V_2025_11_25).await;
+    let sends = (0..40).map(|i| {
+        let peer = client.peer().clone();
+        async move {
+            let args = json!({"channel": "log", "text": format!("acked {i}"), "sender": "bob"});
+            let result = peer
+                .call_tool(
+                    rmcp::model::CallToolRequestParams::new("send_message")
+                        .with_arguments(args.as_object().cloned().unwrap()),
+                )
+                .await
+                .unwrap();
+            assert!(!is_error(&result));
+        }
+    });
+    futures::future::join_all(sends).await;
+    server.signal(libc::SIGKILL);
+    server.exit(Duration::from_secs(15)).await;
+
+    let client = stdio_client(&["--data-dir", &data], ProtocolVersion::V_2025_11_25).await;
+    let read = call(
+        &client,
+        "read_messages",
+        json!({"channel": "log", "limit": 100}),
+    )
+    .await;
+    let texts = texts(&read);
+    assert_eq!(texts.len(), 41, "{texts:?}");
+    assert_eq!(texts.last().unwrap(), "before restart");
+    for i in 0..40 {
+        assert!(texts.contains(&format!("acked {i}")), "acked {i} was lost");
+    }
+    let found = call(&client, "search_messages", json!({"query": "restart"})).await;
+    assert_eq!(texts_of(&found), ["before restart"]);
+}
+
+fn texts_of(result: &rmcp::model::CallToolResult) -> Vec<String> {
+    texts(result)
+}
+
+#[tokio::test]
+async fn sigterm_and_sigint_drain_in_flight_calls_and_close_the_database() {
+    for signal in [libc::SIGTERM, libc::SIGINT] {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().to_str().unwrap().to_owned();
+        let server = Server::start(&["--data-dir", &data]).await;
+        let client = http_client(&server.url("/mcp"), ProtocolVersion::V_2025_11_25).await;
+        send(&client, "drain", "alice", "stored").await;
+        let waiting = {
+            let peer = client.peer().clone();
+            tokio::spawn(async move {
+                let args = json!({"channel": "drain", "timeout_s": 40});
+                peer.call_tool(
+                    rmcp::model::CallToolRequestParams::new("wait_for_messages")
+                        .with_arguments(args.as_object().cloned().unwrap()),
+                )
+                .await
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let started = std::time::Instant::now();
+        server.signal(signal);
+        // The blocked call gets an answer (an error saying why) instead of
+        // hanging for its 40 s or losing its connection.
+        let answer = tokio::time::timeout(Duration::from_secs(10), waiting)
+            .await
+            .expect("in-flight call answered")
+            .unwrap()
+            .expect("a tools/call reply, not a dropped connection");
+        assert!(
+            is_error(&answer) && text(&answer).contains("shut down"),
+            "{}",
+            text(&answer)
+        );
+        let status = server.exit(Duration::from_secs(15)).await;
+        assert!(status.success(), "signal {signal}: {status:?}");
+        assert!(started.elapsed() < Duration::from_secs(10));
+        // A clean close checkpoints the WAL into the database file.
+        let wal = dir.path().join("history.db-wal");
+        assert!(
+            !wal.exists() || std::fs::metadata(&wal).unwrap().len() == 0,
+            "WAL left behind"
+        );
+        let client = stdio_client(&["--data-dir", &data], ProtocolVersion::V_2025_11_25).await;
+        let read = call(&client, "read_messages", json!({"channel": "drain"})).await;
+        assert_eq!(texts(&read), ["stored"]);
+    }
+}
+
+#[tokio::test]
+async fn ephemeral_history_is_gone_after_exit() {
+    let client = stdio_client(&["--ephemeral"], ProtocolVersion::V_2025_11_25).await;
+    send(&client, "tmp", "alice", "forget me").await;
+    client.cancel().await.unwrap();
+    let client = stdio_client(&["--ephemeral"], ProtocolVersion::V_2025_11_25).await;
+    let channels = call(&client, "list_channels", json!({})).await;
+    assert!(text(&channels).starts_with("No channels yet"));
+}
+
+#[tokio::test]
+async fn configuration_errors_exit_2_naming_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("bad.toml");
+    let cases: Vec<(Vec<String>, Vec<(&str, &str)>, &str)> = vec![
+        (vec![], vec![("MCP_PORT", "http")], "MCP_PORT"),
+        (
+            vec![],
+            vec![("TRANSPORT_TYPE", "smoke-signals")],
+            "TRANSPORT_TYPE",
+        ),
+        (vec![], vec![("IRC_PORT", "-1")], "IRC_PORT"),
+        (
+            vec!["--config".into(), file.display().to_string()],
+            vec![],
+            "listen_on",
+        ),
+        (
+            vec![
+                "--config".into(),
+                dir.path().join("missing.toml").display().to_string(),
+            ],
+            vec![],
+            "missing.toml",
+        ),
+        (vec!["--no-http".into()], vec![], "http.enabled"),
+        (vec!["--http".into(), "localhost".into()], vec![], "--http"),
+    ];
+    std::fs::write(&file, "[http]\nlisten_on = \"127.0.0.1:1\"\n").unwrap();
+    for (args, env, expected) in cases {
+        let mut all = vec!["--ephemeral".to_owned()];
+        all.extend(args);
+        let refs: Vec<&str> = all.iter().map(String::as_str).collect();
+        let mut cmd = command(&refs);
+        for (k, v) in &env {
+            cmd.env(k, v);
+        }
+        let output = tokio::time::timeout(Duration::from_secs(10), cmd.output())
+            .await
+            .unwrap()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{refs:?} {env:?}: {stderr}");
+        assert!(stderr.contains(expected), "{refs:?} {env:?}: {stderr}");
+    }
+}
+
+#[tokio::test]
+async fn a_taken_port_is_a_runtime_failure_that_names_it() {
+    let server = Server::start(&["--ephemeral"]).await;
+    let addr = server.addr.to_string();
+    let output = command(&["--ephemeral", "--http", &addr])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&addr) && stderr.contains("http.listen"),
+        "{stderr}"
+    );
+}
