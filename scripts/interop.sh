@@ -35,6 +35,8 @@ die() { fail "$*"; exit 1; }
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/switchboard-interop.XXXXXX")
 SERVER_PID=
 cleanup() {
+    # The plain "N passed, N failed" closing line that CI logs are read for, on every exit.
+    echo "interop: $passes passed, $failures failed, $skips skipped"
     if [[ -n $SERVER_PID ]]; then
         kill "$SERVER_PID" 2>/dev/null || true
         wait "$SERVER_PID" 2>/dev/null || true
@@ -141,7 +143,7 @@ done
 
 PORT=$(helper free-port)
 URL=http://127.0.0.1:$PORT/mcp
-"$BIN" serve --ephemeral --no-socket --http "127.0.0.1:$PORT" </dev/null >"$WORK/server.log" 2>&1 &
+"$BIN" serve --ephemeral --http "127.0.0.1:$PORT" </dev/null >"$WORK/server.log" 2>&1 &
 SERVER_PID=$!
 if why=$(helper wait-port "$PORT" "$T_LISTEN" "$SERVER_PID"); then
     pass "server listening on 127.0.0.1:$PORT"
@@ -232,6 +234,4 @@ if inspect tools-call --method tools/call --tool-name send_message \
 fi
 
 # ---------------------------------------------------------------------------
-# The plain "N passed, N failed" closing line that CI logs are read for.
-echo "interop: $passes passed, $failures failed, $skips skipped"
 ((failures == 0))

@@ -157,17 +157,17 @@ impl ChatTools {
             .await
             .map_err(fail)?;
         let text = format!("Sent to {channel} as {sender}");
-        Ok(ToolOutput::new(
-            text,
-            json!({
-                "channel": channel.name(),
-                "sender": sender.name(),
-                "lines": delivery.lines,
-                "confirmed": delivery.confirmed,
-                "ids": delivery.stored.iter().map(|m| m.id).collect::<Vec<_>>(),
-                "time": delivery.stored.last().map(|m| iso(&m.time)),
-            }),
-        ))
+        let mut structured = json!({
+            "channel": channel.name(),
+            "sender": sender.name(),
+            "lines": delivery.lines,
+            "confirmed": delivery.confirmed,
+            "ids": delivery.stored.iter().map(|m| m.id).collect::<Vec<_>>(),
+        });
+        if let Some(last) = delivery.stored.last() {
+            structured["time"] = Value::String(iso(&last.time));
+        }
+        Ok(ToolOutput::new(text, structured))
     }
 
     fn read_messages(&self, p: ReadParams) -> Result<ToolOutput, ToolError> {
@@ -226,7 +226,7 @@ impl ChatTools {
             None => Utc::now(),
         };
         let timeout = p.timeout_s.unwrap_or(WAIT_DEFAULT_S);
-        if !(timeout >= 0.0 && timeout <= WAIT_MAX_S) {
+        if !(0.0..=WAIT_MAX_S).contains(&timeout) {
             return Err(ToolError::new(format!(
                 "timeout_s must be between 0 and {WAIT_MAX_S} seconds (got {timeout})"
             )));
@@ -418,7 +418,7 @@ fn tool_definitions() -> Vec<Tool> {
                 "lines": {"type": "integer"},
                 "confirmed": {"type": "boolean"},
                 "ids": {"type": "array", "items": {"type": "integer"}},
-                "time": {"type": ["string", "null"]}
+                "time": {"type": "string"}
             },
             "required": ["channel", "sender", "lines", "confirmed"]
         })))

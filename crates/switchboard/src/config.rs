@@ -19,7 +19,7 @@ use crate::cli::ServeArgs;
 pub const DEFAULT_TOKEN_ENV: &str = "SWITCHBOARD_HTTP_TOKEN";
 const MAX_TEXT_LIMIT: usize = 1024 * 1024;
 
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
     /// Directory of the history database.
@@ -87,19 +87,6 @@ pub struct IrcConfig {
     pub port: u16,
     /// The observer's nick.
     pub nick: String,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Self {
-            data_dir: None,
-            ephemeral: false,
-            stdio: false,
-            log: LogConfig::default(),
-            http: HttpConfig::default(),
-            chat: ChatConfig::default(),
-        }
-    }
 }
 
 impl Default for LogConfig {

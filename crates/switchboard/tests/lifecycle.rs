@@ -126,7 +126,8 @@ async fn ephemeral_history_is_gone_after_exit() {
 async fn configuration_errors_exit_2_naming_the_key() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("bad.toml");
-    let cases: Vec<(Vec<String>, Vec<(&str, &str)>, &str)> = vec![
+    type Case = (Vec<String>, Vec<(&'static str, &'static str)>, &'static str);
+    let cases: Vec<Case> = vec![
         (vec![], vec![("MCP_PORT", "http")], "MCP_PORT"),
         (
             vec![],

@@ -11,7 +11,7 @@ use crate::{JsonObject, ToolError};
 ///
 /// ```
 /// # use switchboard_toolset::parse_args;
-/// #[derive(serde::Deserialize)]
+/// #[derive(Debug, serde::Deserialize)]
 /// #[serde(deny_unknown_fields)]
 /// struct Params { channel: String }
 ///

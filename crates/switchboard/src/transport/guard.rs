@@ -57,7 +57,7 @@ impl Guard {
         }
     }
 
-    fn check(&self, headers: &HeaderMap) -> Result<(), Response> {
+    fn check(&self, headers: &HeaderMap) -> Result<(), Refusal> {
         let host = headers
             .get(header::HOST)
             .and_then(|v| v.to_str().ok())
@@ -98,15 +98,10 @@ impl Guard {
                 .and_then(|v| v.strip_prefix("Bearer "))
                 .unwrap_or("");
             if !constant_time_eq(presented.as_bytes(), token.as_bytes()) {
-                let mut response = refuse(
+                return Err(refuse(
                     StatusCode::UNAUTHORIZED,
                     "a bearer token is required: send Authorization: Bearer <token>",
-                );
-                response.headers_mut().insert(
-                    header::WWW_AUTHENTICATE,
-                    http::HeaderValue::from_static("Bearer"),
-                );
-                return Err(response);
+                ));
             }
         }
         Ok(())
@@ -146,17 +141,39 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-fn refuse(status: StatusCode, message: &str) -> Response {
-    super::error_response(status, -32000, message)
+/// Why a request was turned away.
+struct Refusal {
+    status: StatusCode,
+    message: String,
+}
+
+fn refuse(status: StatusCode, message: &str) -> Refusal {
+    Refusal {
+        status,
+        message: message.to_owned(),
+    }
+}
+
+impl Refusal {
+    fn into_response(self) -> Response {
+        let mut response = super::error_response(self.status, -32000, &self.message);
+        if self.status == StatusCode::UNAUTHORIZED {
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                http::HeaderValue::from_static("Bearer"),
+            );
+        }
+        response
+    }
 }
 
 /// The axum middleware applying a [`Guard`] to every route.
 pub async fn enforce(State(guard): State<Guard>, request: Request<Body>, next: Next) -> Response {
     match guard.check(request.headers()) {
         Ok(()) => next.run(request).await,
-        Err(response) => {
-            tracing::warn!(status = %response.status(), uri = %request.uri(), "refused an HTTP request");
-            response
+        Err(refusal) => {
+            tracing::warn!(status = %refusal.status, uri = %request.uri(), reason = %refusal.message, "refused an HTTP request");
+            refusal.into_response()
         }
     }
 }
@@ -195,7 +212,7 @@ mod tests {
         let refused = g
             .check(&headers(&[("host", "evil.example:8090")]))
             .unwrap_err();
-        assert_eq!(refused.status(), StatusCode::FORBIDDEN);
+        assert_eq!(refused.status, StatusCode::FORBIDDEN);
     }
 
     #[test]
@@ -210,9 +227,9 @@ mod tests {
             ("host", "localhost:8090"),
             ("origin", "https://evil.example"),
         ]);
-        assert_eq!(g.check(&bad).unwrap_err().status(), StatusCode::FORBIDDEN);
+        assert_eq!(g.check(&bad).unwrap_err().status, StatusCode::FORBIDDEN);
         let null = headers(&[("host", "localhost:8090"), ("origin", "null")]);
-        assert_eq!(g.check(&null).unwrap_err().status(), StatusCode::FORBIDDEN);
+        assert_eq!(g.check(&null).unwrap_err().status, StatusCode::FORBIDDEN);
     }
 
     #[test]
@@ -220,12 +237,12 @@ mod tests {
         let g = guard("127.0.0.1:8090", Some("s3cret"));
         let host = ("host", "127.0.0.1:8090");
         assert_eq!(
-            g.check(&headers(&[host])).unwrap_err().status(),
+            g.check(&headers(&[host])).unwrap_err().status,
             StatusCode::UNAUTHORIZED
         );
         let wrong = headers(&[host, ("authorization", "Bearer nope")]);
         assert_eq!(
-            g.check(&wrong).unwrap_err().status(),
+            g.check(&wrong).unwrap_err().status,
             StatusCode::UNAUTHORIZED
         );
         assert!(
