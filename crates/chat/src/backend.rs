@@ -19,9 +19,12 @@ pub struct Delivery {
     pub stored: Vec<Message>,
     /// How many lines went out.
     pub lines: usize,
-    /// True when the network confirmed delivery (the local hub's commit, an
-    /// IRC server's echo-message), false when the lines were only written.
+    /// True when delivery is confirmed: the local hub committed the lines,
+    /// or switchboard heard them back in the IRC channel.
     pub confirmed: bool,
+    /// The nick the lines went out as (an IRC sender whose nick was taken
+    /// may have become `nick_`).
+    pub sent_as: String,
 }
 
 /// A backend operation failed; the message is written for the agent.
@@ -58,4 +61,9 @@ pub trait ChatBackend: Send + Sync + 'static {
     /// The nicks in `channel`.
     fn members<'a>(&'a self, channel: &'a Channel)
     -> BoxFuture<'a, Result<Vec<String>, ChatError>>;
+
+    /// Leaves the network politely at shutdown. The default has nothing to do.
+    fn close(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async {})
+    }
 }

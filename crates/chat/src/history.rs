@@ -640,6 +640,19 @@ impl Writer {
         Ok((id, inserted == 1))
     }
 
+    /// A network's timestamp, kept unique: IRC's `server-time` has
+    /// millisecond precision, so lines of one burst share a time; each gets
+    /// the next free microsecond of that millisecond. Older times (history
+    /// replayed after a reconnect) are kept as they are.
+    fn stamp_from(&mut self, ts: i64) -> i64 {
+        if ts <= self.last_stamp && ts.div_euclid(1000) == self.last_stamp.div_euclid(1000) {
+            self.last_stamp += 1;
+            return self.last_stamp;
+        }
+        self.last_stamp = self.last_stamp.max(ts);
+        ts
+    }
+
     fn stamp(&mut self) -> i64 {
         self.last_stamp = Utc::now().timestamp_micros().max(self.last_stamp + 1);
         self.last_stamp
@@ -649,7 +662,7 @@ impl Writer {
     fn insert(&mut self, message: &NewMessage) -> rusqlite::Result<Option<Message>> {
         let (channel_id, _) = self.channel_id(&message.channel)?;
         let ts = match message.time {
-            Some(t) => t.timestamp_micros(),
+            Some(t) => self.stamp_from(t.timestamp_micros()),
             None => self.stamp(),
         };
         let inserted = self
@@ -784,6 +797,39 @@ mod tests {
             .block_on(history.append(vec![msg("#a", "bob", "late")]))
             .unwrap_err();
         assert!(matches!(err, HistoryError::Closed));
+    }
+
+    #[test]
+    fn network_times_within_one_millisecond_stay_distinct_and_ordered() {
+        let rt = runtime();
+        let history = History::open(&Location::Memory, Durability::Full).unwrap();
+        let at = DateTime::parse_from_rfc3339("2026-11-30T10:00:00.638Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        let batch: Vec<NewMessage> = ["a", "b", "c"]
+            .iter()
+            .map(|t| NewMessage {
+                time: Some(at),
+                ..msg("#a", "bob", t)
+            })
+            .collect();
+        let stored = rt.block_on(history.append(batch)).unwrap();
+        assert!(stored[0].time < stored[1].time && stored[1].time < stored[2].time);
+        assert_eq!(stored[2].time.timestamp_millis(), at.timestamp_millis());
+        let newer = history.read("#a", Some(stored[0].time), 10).unwrap();
+        assert_eq!(
+            newer.iter().map(|m| m.text.as_str()).collect::<Vec<_>>(),
+            ["c", "b"]
+        );
+        let older = at - chrono::Duration::seconds(60);
+        let replayed = rt
+            .block_on(history.append(vec![NewMessage {
+                time: Some(older),
+                ..msg("#a", "eve", "old")
+            }]))
+            .unwrap();
+        assert_eq!(replayed[0].time, older);
+        history.close();
     }
 
     #[test]

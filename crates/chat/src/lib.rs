@@ -9,6 +9,7 @@
 
 pub mod backend;
 pub mod history;
+pub mod irc;
 pub mod local;
 pub mod names;
 pub mod text;

@@ -57,6 +57,7 @@ impl ChatBackend for LocalHub {
                 stored,
                 lines: count,
                 confirmed: true,
+                sent_as: sender.name().to_owned(),
             })
         }
         .boxed()

@@ -117,6 +117,10 @@ impl Toolset for ChatTools {
         tool_definitions()
     }
 
+    fn close(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>> {
+        self.backend.close()
+    }
+
     fn call<'a>(&'a self, tool: &'a str, args: JsonObject, _caller: &'a Caller) -> ToolFuture<'a> {
         Box::pin(async move {
             match tool {
@@ -156,10 +160,10 @@ impl ChatTools {
             .send(&channel, &sender, lines)
             .await
             .map_err(fail)?;
-        let text = format!("Sent to {channel} as {sender}");
+        let text = format!("Sent to {channel} as {}", delivery.sent_as);
         let mut structured = json!({
             "channel": channel.name(),
-            "sender": sender.name(),
+            "sender": delivery.sent_as,
             "lines": delivery.lines,
             "confirmed": delivery.confirmed,
             "ids": delivery.stored.iter().map(|m| m.id).collect::<Vec<_>>(),

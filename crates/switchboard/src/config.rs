@@ -8,10 +8,14 @@
 use std::{
     net::{IpAddr, Ipv4Addr, SocketAddr},
     path::{Path, PathBuf},
+    time::Duration,
 };
 
 use serde::Deserialize;
-use switchboard_chat::Durability;
+use switchboard_chat::{
+    Durability, NameRules,
+    irc::{FloodSettings, IrcSettings, Sasl, Tls},
+};
 
 use crate::cli::ServeArgs;
 
@@ -85,8 +89,38 @@ pub enum Backend {
 pub struct IrcConfig {
     pub server: Option<String>,
     pub port: u16,
+    pub tls: bool,
+    /// PEM file of the CA that signed the server's certificate; the system's
+    /// roots when unset.
+    pub ca_file: Option<PathBuf>,
     /// The observer's nick.
     pub nick: String,
+    pub username: String,
+    pub realname: String,
+    /// Environment variable holding the server password (`PASS`).
+    pub password_env: Option<String>,
+    /// SASL PLAIN account of the observer.
+    pub sasl_account: Option<String>,
+    /// Environment variable holding the SASL password.
+    pub sasl_password_env: String,
+    /// Channels to join at start.
+    pub channels: Vec<String>,
+    pub sender_idle_s: u64,
+    pub send_timeout_s: u64,
+    pub register_timeout_s: u64,
+    pub flood_burst: u32,
+    pub flood_per_second: f64,
+    pub nick_in_use: NickInUse,
+}
+
+/// What a sender does when its nick is taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NickInUse {
+    /// The send fails with a tool error saying the nick is taken.
+    Error,
+    /// The sender becomes `nick_` (then `nick__`, …).
+    Suffix,
 }
 
 impl Default for LogConfig {
@@ -126,10 +160,25 @@ impl Default for ChatConfig {
 
 impl Default for IrcConfig {
     fn default() -> Self {
+        let flood = FloodSettings::default();
         Self {
             server: None,
             port: 6667,
+            tls: false,
+            ca_file: None,
             nick: "switchboard".into(),
+            username: "switchboard".into(),
+            realname: "switchboard MCP bridge".into(),
+            password_env: None,
+            sasl_account: None,
+            sasl_password_env: "IRC_SASL_PASSWORD".into(),
+            channels: Vec::new(),
+            sender_idle_s: 600,
+            send_timeout_s: 15,
+            register_timeout_s: 30,
+            flood_burst: flood.burst,
+            flood_per_second: flood.per_second,
+            nick_in_use: NickInUse::Error,
         }
     }
 }
@@ -343,12 +392,113 @@ impl Config {
             ));
         }
         if self.chat.enabled && self.chat.backend == Backend::Irc {
-            return Err(invalid(
-                "chat.backend",
-                "\"irc\" is not available in this build; use \"local\" (TRANSPORT_TYPE=memory)",
-            ));
+            self.validate_irc(env)?;
         }
         Ok(())
+    }
+
+    fn validate_irc(&self, env: &dyn Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
+        self.irc_settings(env).map(drop)
+    }
+
+    /// The IRC backend's settings, with secrets read from the environment.
+    pub fn irc_settings(
+        &self,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<IrcSettings, ConfigError> {
+        let irc = &self.chat.irc;
+        let server = irc
+            .server
+            .clone()
+            .filter(|s| !s.trim().is_empty())
+            .ok_or_else(|| {
+                invalid(
+                    "chat.irc.server",
+                    "the IRC backend needs a server (or set IRC_SERVER)",
+                )
+            })?;
+        if irc.port == 0 {
+            return Err(invalid("chat.irc.port", "0 is not a port; use 1 to 65535"));
+        }
+        let rules = NameRules::default();
+        rules
+            .nick(&irc.nick)
+            .map_err(|e| invalid("chat.irc.nick", e.to_string()))?;
+        for channel in &irc.channels {
+            rules
+                .channel(channel)
+                .map_err(|e| invalid("chat.irc.channels", e.to_string()))?;
+        }
+        if irc.username.is_empty() || irc.username.contains([' ', '@', '\r', '\n', '\0']) {
+            return Err(invalid(
+                "chat.irc.username",
+                "use a short word without spaces or @",
+            ));
+        }
+        if irc.realname.contains(['\r', '\n', '\0']) {
+            return Err(invalid("chat.irc.realname", "must not contain line breaks"));
+        }
+        for (key, value) in [
+            ("chat.irc.sender_idle_s", irc.sender_idle_s),
+            ("chat.irc.send_timeout_s", irc.send_timeout_s),
+            ("chat.irc.register_timeout_s", irc.register_timeout_s),
+        ] {
+            if value == 0 {
+                return Err(invalid(key, "must be at least 1 second"));
+            }
+        }
+        if irc.flood_burst == 0 {
+            return Err(invalid("chat.irc.flood_burst", "must be at least 1 line"));
+        }
+        if !(irc.flood_per_second > 0.0) {
+            return Err(invalid(
+                "chat.irc.flood_per_second",
+                "must be above 0 (lines a second)",
+            ));
+        }
+        let secret = |key: &'static str, var: &str| {
+            env(var)
+                .filter(|v| !v.is_empty())
+                .ok_or_else(|| invalid(key, format!("the environment variable {var} is not set")))
+        };
+        let password = irc
+            .password_env
+            .as_deref()
+            .map(|var| secret("chat.irc.password_env", var))
+            .transpose()?;
+        let sasl = match &irc.sasl_account {
+            Some(account) => Some(Sasl {
+                account: account.clone(),
+                password: secret("chat.irc.sasl_password_env", &irc.sasl_password_env)?,
+            }),
+            None => None,
+        };
+        let tls = if irc.tls {
+            Some(
+                Tls::new(irc.ca_file.as_deref())
+                    .map_err(|e| invalid("chat.irc.ca_file", e.to_string()))?,
+            )
+        } else {
+            None
+        };
+        Ok(IrcSettings {
+            tls,
+            password,
+            sasl,
+            observer_nick: irc.nick.clone(),
+            username: irc.username.clone(),
+            realname: irc.realname.clone(),
+            channels: irc.channels.clone(),
+            sender_idle: Duration::from_secs(irc.sender_idle_s),
+            send_timeout: Duration::from_secs(irc.send_timeout_s),
+            register_timeout: Duration::from_secs(irc.register_timeout_s),
+            flood: FloodSettings {
+                burst: irc.flood_burst,
+                per_second: irc.flood_per_second,
+            },
+            nick_suffix: irc.nick_in_use == NickInUse::Suffix,
+            ..IrcSettings::new(server, irc.port)
+        })
     }
 
     /// The bearer token HTTP clients must present, if one is configured.

@@ -8,7 +8,9 @@
 use std::{sync::Arc, time::Duration};
 
 use anyhow::Context;
-use switchboard_chat::{ChatLimits, ChatTools, History, LocalHub, Location};
+use switchboard_chat::{
+    ChatBackend, ChatLimits, ChatTools, History, LocalHub, Location, irc::IrcBackend,
+};
 use switchboard_toolset::{Registry, Toolset};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
@@ -42,12 +44,21 @@ pub fn run(config: Config) -> anyhow::Result<()> {
     result
 }
 
-fn toolsets(config: &Config, history: &History) -> Vec<Arc<dyn Toolset>> {
+/// Builds the configured toolsets. Runs inside the runtime: the IRC
+/// backend starts its connections here.
+fn toolsets(
+    config: &Config,
+    history: &History,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> anyhow::Result<Vec<Arc<dyn Toolset>>> {
     let mut sets: Vec<Arc<dyn Toolset>> = Vec::new();
     if config.chat.enabled {
-        let backend = match config.chat.backend {
+        let backend: Arc<dyn ChatBackend> = match config.chat.backend {
             Backend::Local => Arc::new(LocalHub::new(history.clone())),
-            Backend::Irc => unreachable!("rejected by config validation"),
+            Backend::Irc => Arc::new(IrcBackend::start(
+                config.irc_settings(env)?,
+                history.clone(),
+            )),
         };
         sets.push(Arc::new(ChatTools::new(
             backend,
@@ -57,7 +68,7 @@ fn toolsets(config: &Config, history: &History) -> Vec<Arc<dyn Toolset>> {
             },
         )));
     }
-    sets
+    Ok(sets)
 }
 
 async fn serve(
@@ -65,9 +76,9 @@ async fn serve(
     history: History,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> anyhow::Result<()> {
-    let registry = Registry::new(toolsets(config, &history))?;
+    let registry = Registry::new(toolsets(config, &history, env)?)?;
     let drain = Drain::default();
-    let server = McpServer::new(registry, drain.clone());
+    let server = McpServer::new(registry.clone(), drain.clone());
     let shutdown = CancellationToken::new();
     let mut tasks = tokio::task::JoinSet::new();
 
@@ -129,5 +140,6 @@ async fn serve(
         while tasks.join_next().await.is_some() {}
     })
     .await;
+    registry.close().await;
     Ok(())
 }

@@ -40,6 +40,12 @@ pub trait Toolset: Send + Sync + 'static {
         arguments: JsonObject,
         caller: &'a Caller,
     ) -> ToolFuture<'a>;
+
+    /// Releases outside resources (network connections) at shutdown, after
+    /// the last call. The default has nothing to release.
+    fn close(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        Box::pin(async {})
+    }
 }
 
 /// A successful tool result: text for the model, JSON for programs.

@@ -69,6 +69,13 @@ impl Registry {
         self.inner.by_name.get(name).map(|&i| &self.inner.tools[i])
     }
 
+    /// Closes every toolset (see [`Toolset::close`]).
+    pub async fn close(&self) {
+        for set in &self.inner.toolsets {
+            set.close().await;
+        }
+    }
+
     /// Calls `name`; `None` when no toolset offers a tool of that name.
     pub async fn call(
         &self,

@@ -1,0 +1,649 @@
+//! [`IrcBackend`]: the chat tools over a real IRC network.
+//!
+//! Identity: one **observer** connection (the configured nick) joins every
+//! channel switchboard knows and records every channel message it hears —
+//! agents' and humans' alike — into the history, with the server's timestamp
+//! when the server offers `server-time`. Each agent nick gets its own
+//! **sender** connection, made on its first send, kept open, and closed
+//! after it has been idle a while; so a human sees agent `alice`'s message
+//! from `alice`.
+//!
+//! Delivery: a `send_message` succeeds only when the observer has heard the
+//! agent's lines come back from the channel and the history has committed
+//! them. That is stronger than any server acknowledgement (it proves the
+//! channel received the lines), and it makes the IRC backend's history
+//! guarantee the local hub's: an acknowledged message is in the history.
+
+use std::{
+    collections::{HashMap, VecDeque},
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use chrono::{DateTime, Utc};
+use futures::{FutureExt, future::BoxFuture};
+use irc_proto::{Command, Message as IrcMessage, Response};
+use tokio::{
+    sync::{mpsc, oneshot},
+    time::Instant,
+};
+
+use super::{
+    connection::{BeforeWrite, ConnError, Connection, Endpoint, Event, Identity, Sasl, Status},
+    flood::{Bucket, FloodSettings},
+    members::Membership,
+    tls::Tls,
+    wire,
+};
+use crate::{
+    backend::{ChatBackend, ChatError, Delivery},
+    history::{History, Message, NewMessage},
+    names::{Channel, NameRules, Nick},
+};
+
+/// Everything the IRC backend needs to know; see `docs/irc.md`.
+#[derive(Debug, Clone)]
+pub struct IrcSettings {
+    pub server: String,
+    pub port: u16,
+    pub tls: Option<Tls>,
+    /// Server password (`PASS`).
+    pub password: Option<String>,
+    /// SASL PLAIN for the observer.
+    pub sasl: Option<Sasl>,
+    pub observer_nick: String,
+    /// The ident every connection registers with.
+    pub username: String,
+    pub realname: String,
+    /// Channels the observer joins at start (besides those in the history).
+    pub channels: Vec<String>,
+    /// A sender connection unused this long is closed.
+    pub sender_idle: Duration,
+    /// How long a send may take, on top of flood-control pacing.
+    pub send_timeout: Duration,
+    pub register_timeout: Duration,
+    pub flood: FloodSettings,
+    /// A sender whose nick is taken becomes `nick_` instead of failing.
+    pub nick_suffix: bool,
+}
+
+impl IrcSettings {
+    /// Settings with the documented defaults for `server:port`.
+    pub fn new(server: impl Into<String>, port: u16) -> Self {
+        Self {
+            server: server.into(),
+            port,
+            tls: None,
+            password: None,
+            sasl: None,
+            observer_nick: "switchboard".into(),
+            username: "switchboard".into(),
+            realname: "switchboard MCP bridge".into(),
+            channels: Vec::new(),
+            sender_idle: Duration::from_secs(600),
+            send_timeout: Duration::from_secs(15),
+            register_timeout: Duration::from_secs(30),
+            flood: FloodSettings::default(),
+            nick_suffix: false,
+        }
+    }
+}
+
+/// The chat backend over IRC.
+pub struct IrcBackend {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    settings: IrcSettings,
+    endpoint: Arc<Endpoint>,
+    history: History,
+    observer: Connection,
+    membership: Mutex<Membership>,
+    confirmations: Arc<Confirmations>,
+    senders: Mutex<HashMap<String, SenderSlot>>,
+}
+
+struct SenderSlot {
+    connection: Connection,
+    last_used: Instant,
+}
+
+impl IrcBackend {
+    /// Connects the observer (in the background) and starts recording.
+    /// Must be called inside a tokio runtime.
+    pub fn start(settings: IrcSettings, history: History) -> Self {
+        let endpoint = Arc::new(Endpoint {
+            host: settings.server.clone(),
+            port: settings.port,
+            tls: settings.tls.clone(),
+            password: settings.password.clone(),
+            register_timeout: settings.register_timeout,
+            flood: settings.flood,
+        });
+        let (events_tx, events) = mpsc::channel(4096);
+        let observer = Connection::spawn(
+            endpoint.clone(),
+            Identity {
+                nick: settings.observer_nick.clone(),
+                user: settings.username.clone(),
+                realname: settings.realname.clone(),
+                sasl: settings.sasl.clone(),
+                suffix_on_collision: false,
+                persistent: true,
+            },
+            Some(events_tx),
+        );
+        let inner = Arc::new(Inner {
+            settings,
+            endpoint,
+            history,
+            observer,
+            membership: Mutex::new(Membership::default()),
+            confirmations: Arc::default(),
+            senders: Mutex::new(HashMap::new()),
+        });
+        let (records_tx, records) = mpsc::channel(8192);
+        tokio::spawn(observe(inner.clone(), events, records_tx));
+        tokio::spawn(record(inner.clone(), records));
+        tokio::spawn(reap_idle_senders(Arc::downgrade(&inner)));
+        tokio::spawn(join_known_channels(inner.clone()));
+        Self { inner }
+    }
+
+    /// Waits until the observer is registered (or has failed for good).
+    pub async fn ready(&self) -> Result<(), ConnError> {
+        self.inner.observer.ready().await
+    }
+}
+
+/// At start: the observer joins every channel of the history and the config.
+async fn join_known_channels(inner: Arc<Inner>) {
+    let mut names = match inner.history.channels() {
+        Ok(names) => names,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot list the history's channels to join");
+            Vec::new()
+        }
+    };
+    names.extend(inner.settings.channels.iter().cloned());
+    if inner.observer.ready().await.is_err() {
+        return;
+    }
+    let rules = inner.observer.info().rules;
+    for name in names {
+        match rules.channel(&name) {
+            Ok(channel) => {
+                let observer = inner.observer.clone();
+                tokio::spawn(async move {
+                    if let Err(e) = observer.join(&channel).await {
+                        tracing::warn!(channel = %channel, error = %e, "the observer cannot join");
+                    }
+                });
+            }
+            Err(e) => tracing::warn!(channel = %name, error = %e, "not joining an invalid channel"),
+        }
+    }
+}
+
+/// Applies what the observer hears: membership, and messages to record.
+async fn observe(
+    inner: Arc<Inner>,
+    mut events: mpsc::Receiver<Event>,
+    records: mpsc::Sender<NewMessage>,
+) {
+    let mut own_nick = inner.settings.observer_nick.clone();
+    while let Some(event) = events.recv().await {
+        let info = inner.observer.info();
+        let map = info.rules.casemapping;
+        match event {
+            Event::Registered { nick, .. } => {
+                own_nick = nick;
+                inner.membership.lock().expect("membership lock").clear();
+            }
+            Event::Disconnected => inner.membership.lock().expect("membership lock").clear(),
+            Event::Message(message) => {
+                let nick = wire::source_nick(&message).map(str::to_owned);
+                let is_self = nick
+                    .as_deref()
+                    .is_some_and(|n| map.fold(n) == map.fold(&own_nick));
+                let mut membership = inner.membership.lock().expect("membership lock");
+                match &message.command {
+                    Command::PRIVMSG(target, text) if !is_self => {
+                        drop(membership);
+                        if let (Some(nick), Some(new)) =
+                            (nick, channel_message(&info.rules, &message, target, text))
+                        {
+                            let new = NewMessage {
+                                nick_key: map.fold(&nick),
+                                nick,
+                                ..new
+                            };
+                            if records.send(new).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                    Command::JOIN(chan, _, _) => {
+                        let key = map.fold(chan);
+                        if is_self {
+                            membership.joined(key.clone(), chan);
+                        }
+                        if let Some(nick) = &nick {
+                            membership.add(map, &key, nick);
+                        }
+                    }
+                    Command::PART(chan, _) => {
+                        if is_self {
+                            membership.left(&map.fold(chan));
+                        } else if let Some(nick) = &nick {
+                            membership.remove(map, &map.fold(chan), nick);
+                        }
+                    }
+                    Command::KICK(chan, target, _) => {
+                        if map.fold(target) == map.fold(&own_nick) {
+                            membership.left(&map.fold(chan));
+                        } else {
+                            membership.remove(map, &map.fold(chan), target);
+                        }
+                    }
+                    Command::QUIT(_) => {
+                        if let Some(nick) = &nick {
+                            membership.quit(map, nick);
+                        }
+                    }
+                    Command::NICK(new) => {
+                        if let Some(old) = &nick {
+                            membership.rename(map, old, new);
+                        }
+                        if is_self {
+                            own_nick = new.clone();
+                        }
+                    }
+                    Command::Response(Response::RPL_NAMREPLY, params) if params.len() >= 4 => {
+                        membership.names(map, &info.prefixes, &map.fold(&params[2]), &params[3]);
+                    }
+                    Command::Response(Response::RPL_ENDOFNAMES, params) if params.len() >= 2 => {
+                        membership.names_end(&map.fold(&params[1]));
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+}
+
+/// A channel PRIVMSG as a history entry (nick filled in by the caller), or
+/// `None` for private messages and CTCP other than ACTION.
+fn channel_message(
+    rules: &NameRules,
+    message: &IrcMessage,
+    target: &str,
+    text: &str,
+) -> Option<NewMessage> {
+    if !target.starts_with(|c| rules.chantypes.contains(c)) {
+        return None;
+    }
+    let channel = match rules.channel(target) {
+        Ok(channel) => channel,
+        Err(e) => {
+            tracing::debug!(target = %target.escape_debug(), error = %e, "not recording a message to an odd channel");
+            return None;
+        }
+    };
+    let text = match text.strip_prefix('\u{1}') {
+        Some(ctcp) => {
+            let ctcp = ctcp.strip_suffix('\u{1}').unwrap_or(ctcp);
+            format!("/me {}", ctcp.strip_prefix("ACTION ")?)
+        }
+        None => text.to_owned(),
+    };
+    let time = wire::tag(message, "time")
+        .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+        .map(|t| t.with_timezone(&Utc));
+    Some(NewMessage {
+        channel,
+        nick: String::new(),
+        nick_key: String::new(),
+        text,
+        time,
+        msgid: wire::tag(message, "msgid").map(str::to_owned),
+    })
+}
+
+/// Commits what the observer heard, in groups, then tells waiting senders.
+async fn record(inner: Arc<Inner>, mut records: mpsc::Receiver<NewMessage>) {
+    let mut batch = Vec::with_capacity(1024);
+    while records.recv_many(&mut batch, 1024).await > 0 {
+        match inner.history.append(std::mem::take(&mut batch)).await {
+            Ok(stored) => {
+                let map = inner.observer.info().rules.casemapping;
+                for message in stored {
+                    let (channel, nick) = (map.fold(&message.channel), map.fold(&message.nick));
+                    inner.confirmations.observed(&channel, &nick, message);
+                }
+            }
+            Err(e) => tracing::error!(error = %e, "channel messages were not recorded"),
+        }
+    }
+}
+
+/// Closes sender connections that have been idle too long.
+async fn reap_idle_senders(inner: std::sync::Weak<Inner>) {
+    loop {
+        let Some(strong) = inner.upgrade() else {
+            return;
+        };
+        let idle = strong.settings.sender_idle;
+        let tick = (idle / 4).clamp(Duration::from_millis(100), Duration::from_secs(30));
+        {
+            let mut senders = strong.senders.lock().expect("senders lock");
+            senders.retain(|nick, slot| {
+                let keep = slot.last_used.elapsed() < idle;
+                if !keep {
+                    tracing::debug!(%nick, "closing an idle sender connection");
+                    slot.connection.quit();
+                }
+                keep
+            });
+        }
+        drop(strong);
+        tokio::time::sleep(tick).await;
+    }
+}
+
+/// Sends waiting for the observer to hear their lines, by (channel, nick).
+#[derive(Default)]
+struct Confirmations {
+    waiting: Mutex<HashMap<(String, String), VecDeque<Expected>>>,
+}
+
+struct Expected {
+    texts: VecDeque<String>,
+    heard: Vec<Message>,
+    done: oneshot::Sender<Vec<Message>>,
+}
+
+impl Confirmations {
+    /// Starts expecting `texts` from `nick` in `channel`.
+    fn expect(&self, channel: &str, nick: &str, texts: &[&str]) -> oneshot::Receiver<Vec<Message>> {
+        let (done, rx) = oneshot::channel();
+        if texts.is_empty() {
+            let _ = done.send(Vec::new());
+            return rx;
+        }
+        self.waiting
+            .lock()
+            .expect("confirmations lock")
+            .entry((channel.to_owned(), nick.to_owned()))
+            .or_default()
+            .push_back(Expected {
+                texts: texts.iter().map(|t| t.trim().to_owned()).collect(),
+                heard: Vec::new(),
+                done,
+            });
+        rx
+    }
+
+    /// A message from `nick` in `channel` (both folded) was recorded: it may
+    /// be a line a sender is waiting for.
+    fn observed(&self, channel: &str, nick: &str, message: Message) {
+        let mut waiting = self.waiting.lock().expect("confirmations lock");
+        let key = (channel.to_owned(), nick.to_owned());
+        let Some(queue) = waiting.get_mut(&key) else {
+            return;
+        };
+        queue.retain(|e| !e.done.is_closed());
+        let text = message.text.trim();
+        if let Some(expected) = queue
+            .iter_mut()
+            .find(|e| e.texts.front().is_some_and(|t| t == text))
+        {
+            expected.texts.pop_front();
+            expected.heard.push(message);
+        }
+        while queue.front().is_some_and(|e| e.texts.is_empty()) {
+            let done = queue.pop_front().expect("front exists");
+            let _ = done.done.send(done.heard);
+        }
+        if queue.is_empty() {
+            waiting.remove(&key);
+        }
+    }
+}
+
+impl Inner {
+    /// The sender connection for `nick`, made on first use.
+    fn sender(&self, nick: &Nick) -> Connection {
+        let mut senders = self.senders.lock().expect("senders lock");
+        if let Some(slot) = senders.get_mut(nick.key())
+            && !matches!(slot.connection.status(), Status::Failed(_))
+        {
+            slot.last_used = Instant::now();
+            return slot.connection.clone();
+        }
+        let connection = Connection::spawn(
+            self.endpoint.clone(),
+            Identity {
+                nick: nick.name().to_owned(),
+                user: self.settings.username.clone(),
+                realname: self.settings.realname.clone(),
+                sasl: None,
+                suffix_on_collision: self.settings.nick_suffix,
+                persistent: false,
+            },
+            None,
+        );
+        senders.insert(
+            nick.key().to_owned(),
+            SenderSlot {
+                connection: connection.clone(),
+                last_used: Instant::now(),
+            },
+        );
+        connection
+    }
+
+    fn describe_observer(&self) -> String {
+        match self.observer.status() {
+            Status::Registered { .. } => "connected".into(),
+            Status::Connecting => "connecting".into(),
+            Status::Disconnected(e) => format!("reconnecting after: {e}"),
+            Status::Failed(e) => format!("failed: {e}"),
+        }
+    }
+
+    async fn send(
+        &self,
+        channel: &Channel,
+        sender: &Nick,
+        lines: Vec<String>,
+    ) -> Result<Delivery, ChatError> {
+        let stage = Arc::new(Mutex::new(Stage::Waiting));
+        let budget =
+            self.settings.send_timeout + Bucket::time_for(self.settings.flood, lines.len() + 2);
+        let attempt = self.deliver(channel, sender, lines, stage.clone());
+        match tokio::time::timeout(budget, attempt).await {
+            Ok(result) => result,
+            Err(_) => {
+                let secs = budget.as_secs();
+                let stage = *stage.lock().expect("stage lock");
+                Err(ChatError::Network(match stage {
+                    Stage::Waiting => format!(
+                        "not delivered: nothing was sent to {channel} within {secs} s (the IRC connection is {})",
+                        self.describe_observer()
+                    ),
+                    Stage::Written => format!(
+                        "not confirmed: the lines to {channel} were written but the IRC server did not confirm them within {secs} s; they may or may not have been delivered"
+                    ),
+                    Stage::Accepted => format!(
+                        "not confirmed: the IRC server accepted the lines to {channel} but switchboard's observer did not hear them in the channel within {secs} s; they may not have reached it"
+                    ),
+                }))
+            }
+        }
+    }
+
+    async fn deliver(
+        &self,
+        channel: &Channel,
+        sender: &Nick,
+        lines: Vec<String>,
+        stage: Arc<Mutex<Stage>>,
+    ) -> Result<Delivery, ChatError> {
+        // The observer must be in the channel before anyone speaks there.
+        self.observer.join(channel).await.map_err(network)?;
+        self.history.ensure_channel(channel).await?;
+        let connection = self.sender(sender);
+        if let Err(e) = connection.ready().await {
+            self.senders
+                .lock()
+                .expect("senders lock")
+                .remove(sender.key());
+            return Err(ChatError::Network(format!("not delivered: {e}")));
+        }
+        let (armed_tx, armed) = oneshot::channel();
+        let before_write: BeforeWrite = {
+            let stage = stage.clone();
+            let confirmations = self.confirmations.clone();
+            let channel_key = channel.key().to_owned();
+            let fold = self.observer.info().rules.casemapping;
+            Box::new(move |nick: &str, texts: &[&str]| {
+                *stage.lock().expect("stage lock") = Stage::Written;
+                let waiting = confirmations.expect(&channel_key, &fold.fold(nick), texts);
+                let _ = armed_tx.send((nick.to_owned(), waiting));
+            })
+        };
+        let sent = connection
+            .send(channel, lines, before_write)
+            .await
+            .map_err(|e| match e {
+                ConnError::Dropped => ChatError::Network(format!(
+                    "not confirmed: the IRC connection dropped before the server confirmed the lines to {channel}; they may or may not have been delivered"
+                )),
+                ConnError::Rejected { .. } => ChatError::Network(e.to_string()),
+                other => ChatError::Network(format!("not delivered: {other}")),
+            })?;
+        *stage.lock().expect("stage lock") = Stage::Accepted;
+        let unheard = || {
+            ChatError::Network(format!(
+                "not confirmed: the lines to {channel} were not heard back"
+            ))
+        };
+        let (nick, waiting) = armed.await.map_err(|_| unheard())?;
+        let heard = waiting.await.map_err(|_| unheard())?;
+        Ok(Delivery {
+            stored: heard,
+            lines: sent.lines,
+            confirmed: true,
+            sent_as: nick,
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Stage {
+    /// Nothing written yet.
+    Waiting,
+    /// Lines written, server confirmation pending.
+    Written,
+    /// The server processed the lines; waiting to hear them in the channel.
+    Accepted,
+}
+
+fn network(e: ConnError) -> ChatError {
+    ChatError::Network(e.to_string())
+}
+
+impl ChatBackend for IrcBackend {
+    fn rules(&self) -> NameRules {
+        self.inner.observer.info().rules
+    }
+
+    fn send<'a>(
+        &'a self,
+        channel: &'a Channel,
+        sender: &'a Nick,
+        lines: Vec<String>,
+    ) -> BoxFuture<'a, Result<Delivery, ChatError>> {
+        self.inner.send(channel, sender, lines).boxed()
+    }
+
+    fn create_channel<'a>(
+        &'a self,
+        channel: &'a Channel,
+    ) -> BoxFuture<'a, Result<bool, ChatError>> {
+        async move {
+            let join = self.inner.observer.join(channel);
+            tokio::time::timeout(self.inner.settings.send_timeout, join)
+                .await
+                .map_err(|_| {
+                    ChatError::Network(format!(
+                        "cannot create {channel}: the IRC connection is {}",
+                        self.inner.describe_observer()
+                    ))
+                })?
+                .map_err(network)?;
+            Ok(self.inner.history.ensure_channel(channel).await?)
+        }
+        .boxed()
+    }
+
+    fn close(&self) -> BoxFuture<'_, ()> {
+        async move {
+            let mut connections: Vec<Connection> = self
+                .inner
+                .senders
+                .lock()
+                .expect("senders lock")
+                .drain()
+                .map(|(_, slot)| slot.connection)
+                .collect();
+            connections.push(self.inner.observer.clone());
+            for connection in &connections {
+                connection.quit();
+            }
+            // Give the QUITs a moment to reach the server.
+            let gone = futures::future::join_all(connections.iter().map(|c| c.ready()));
+            let _ = tokio::time::timeout(Duration::from_secs(2), gone).await;
+        }
+        .boxed()
+    }
+
+    fn channels(&self) -> BoxFuture<'_, Result<Vec<String>, ChatError>> {
+        async move {
+            if !matches!(self.inner.observer.status(), Status::Registered { .. }) {
+                return Err(ChatError::Network(format!(
+                    "the IRC connection is {}; try again shortly",
+                    self.inner.describe_observer()
+                )));
+            }
+            Ok(self
+                .inner
+                .membership
+                .lock()
+                .expect("membership lock")
+                .channel_names())
+        }
+        .boxed()
+    }
+
+    fn members<'a>(
+        &'a self,
+        channel: &'a Channel,
+    ) -> BoxFuture<'a, Result<Vec<String>, ChatError>> {
+        async move {
+            self.inner
+                .membership
+                .lock()
+                .expect("membership lock")
+                .members(channel.key())
+                .ok_or_else(|| {
+                    ChatError::Network(format!(
+                        "switchboard is not in {channel}; send_message or create_channel joins it"
+                    ))
+                })
+        }
+        .boxed()
+    }
+}

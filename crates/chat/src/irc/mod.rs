@@ -1,0 +1,22 @@
+//! The IRC backend: agents' messages go out over real IRC connections, and
+//! everything said in the channels comes back into the history.
+//!
+//! - [`connection`] — one IRC connection as an actor: registration, CAP,
+//!   SASL, ISUPPORT, flood control, keepalive, reconnect.
+//! - [`backend`] — [`IrcBackend`], the [`ChatBackend`](crate::ChatBackend):
+//!   one observer connection that records every channel message, and one
+//!   sender connection per agent nick.
+//! - [`wire`], [`isupport`], [`members`], [`flood`], [`tls`] — the pieces.
+
+pub mod backend;
+pub mod connection;
+pub mod flood;
+pub mod isupport;
+pub mod members;
+pub mod tls;
+pub mod wire;
+
+pub use backend::{IrcBackend, IrcSettings};
+pub use connection::{ConnError, Sasl};
+pub use flood::FloodSettings;
+pub use tls::{Tls, TlsSetupError};
