@@ -1,0 +1,257 @@
+//! Renders the servers' config files from the templates in `crates/testkit/irc/`.
+//!
+//! The templates are the kit's own copies of `../shared/irc/*.template` with a few more
+//! `@NAME@` placeholders for the [`ServerOptions`] knobs; rendering fails loudly if a
+//! placeholder is left over, so a template edit cannot silently produce a broken config.
+
+use std::path::Path;
+
+use crate::server::{ServerKind, ServerOptions};
+use crate::tls::TlsFiles;
+
+const INSPIRCD_TEMPLATE: &str = include_str!("../irc/inspircd.conf.template");
+const NGIRCD_TEMPLATE: &str = include_str!("../irc/ngircd.conf.template");
+
+/// Nick length used when [`ServerOptions::nicklen`] is `None` (ngIRCd's compiled-in maximum).
+const DEFAULT_NICKLEN: u32 = 31;
+
+/// The rendered config file for `kind`.
+pub(crate) fn render(
+    kind: ServerKind,
+    options: &ServerOptions,
+    port: u16,
+    dir: &Path,
+    tls: Option<&TlsFiles>,
+) -> String {
+    let dir = dir.to_str().expect("scratch dir path is not UTF-8");
+    let port = port.to_string();
+    let nicklen = options.nicklen.unwrap_or(DEFAULT_NICKLEN).to_string();
+    match kind {
+        ServerKind::InspIRCd => {
+            let (threshold, commandrate) = if options.stock_flood {
+                ("10", "1000")
+            } else {
+                ("1000", "100000")
+            };
+            let localmax = options.max_per_ip.unwrap_or(1000).to_string();
+            let tls_module = tls.map(|t| {
+                format!(
+                    "<module name=\"ssl_gnutls\">\n\
+                     <sslprofile name=\"testkit\" provider=\"gnutls\" certfile=\"{}\" \
+                     keyfile=\"{}\" dhfile=\"{}\" hash=\"sha256\" requestclientcert=\"no\">",
+                    t.cert_pem.display(),
+                    t.key_pem.display(),
+                    t.dh_pem.display()
+                )
+            });
+            fill(
+                INSPIRCD_TEMPLATE,
+                &[
+                    ("PORT", &port),
+                    ("DIR", dir),
+                    (
+                        "BIND_TLS",
+                        if tls.is_some() {
+                            " sslprofile=\"testkit\""
+                        } else {
+                            ""
+                        },
+                    ),
+                    ("LOCALMAX", &localmax),
+                    ("THRESHOLD", threshold),
+                    ("COMMANDRATE", commandrate),
+                    ("MAXNICK", &nicklen),
+                    (
+                        "DEFAULTMODES",
+                        if options.history {
+                            "notH 100:1d"
+                        } else {
+                            "not"
+                        },
+                    ),
+                    ("TLS_MODULE", tls_module.as_deref().unwrap_or("")),
+                ],
+            )
+        }
+        ServerKind::NgIRCd => {
+            let plain_ports = match tls {
+                Some(_) => "# Ports: none in plain text, TLS only (see [SSL])".to_string(),
+                None => format!("Ports = {port}"),
+            };
+            let ssl = tls.map(|t| {
+                format!(
+                    "\n[SSL]\n\tCertFile = {}\n\tKeyFile = {}\n\tDHFile = {}\n\tPorts = {port}\n",
+                    t.cert_pem.display(),
+                    t.key_pem.display(),
+                    t.dh_pem.display()
+                )
+            });
+            let max_ip = options.max_per_ip.unwrap_or(0).to_string();
+            fill(
+                NGIRCD_TEMPLATE,
+                &[
+                    ("DIR", dir),
+                    ("PLAIN_PORTS", &plain_ports),
+                    ("MAXCONNIP", &max_ip),
+                    ("MAXNICK", &nicklen),
+                    (
+                        "PENALTY",
+                        if options.stock_flood {
+                            "# MaxPenaltyTime unset: stock command penalties"
+                        } else {
+                            "MaxPenaltyTime = 0"
+                        },
+                    ),
+                    ("SSL", ssl.as_deref().unwrap_or("")),
+                ],
+            )
+        }
+    }
+}
+
+/// Replaces every `@NAME@` and panics if the template names one that `values` lacks, or
+/// has one in a comment line (a multi-line value would turn the comment's tail into config).
+fn fill(template: &str, values: &[(&str, &str)]) -> String {
+    for line in template.lines().filter(|l| l.trim_start().starts_with('#')) {
+        let names = placeholders(line);
+        assert!(
+            names.is_empty(),
+            "placeholder(s) {names:?} in template comment {line:?}"
+        );
+    }
+    let mut out = template.to_string();
+    for (name, value) in values {
+        out = out.replace(&format!("@{name}@"), value);
+    }
+    for line in out.lines() {
+        let leftover = placeholders(line);
+        assert!(
+            leftover.is_empty(),
+            "unfilled placeholder(s) {leftover:?} in config line {line:?}"
+        );
+    }
+    out
+}
+
+/// The `NAME`s of all `@NAME@` (upper case and `_`) in `line`.
+fn placeholders(line: &str) -> Vec<&str> {
+    let mut found = Vec::new();
+    let mut rest = line;
+    while let Some(start) = rest.find('@') {
+        let after = &rest[start + 1..];
+        let len = after
+            .find(|c: char| !(c.is_ascii_uppercase() || c == '_'))
+            .unwrap_or(after.len());
+        if len > 0 && after[len..].starts_with('@') {
+            found.push(&after[..len]);
+            rest = &after[len + 1..];
+        } else {
+            rest = after;
+        }
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts() -> ServerOptions {
+        ServerOptions::default()
+    }
+
+    #[test]
+    fn finds_placeholders_but_not_emails() {
+        assert_eq!(placeholders("a @PORT@ b @DIR@/x"), ["PORT", "DIR"]);
+        assert!(placeholders("email=\"test@localhost\"").is_empty());
+        assert_eq!(placeholders("x@y @Z_Z@"), ["Z_Z"]);
+    }
+
+    #[test]
+    fn inspircd_defaults_are_relaxed() {
+        let conf = render(
+            ServerKind::InspIRCd,
+            &opts(),
+            4242,
+            Path::new("/tmp/x"),
+            None,
+        );
+        assert!(conf.contains(r#"<bind address="127.0.0.1" port="4242" type="clients">"#));
+        assert!(conf.contains(r#"threshold="1000""#));
+        assert!(conf.contains(r#"localmax="1000""#));
+        assert!(conf.contains(r#"defaultmodes="notH 100:1d""#));
+        assert!(conf.contains(r#"target="/tmp/x/inspircd.log""#));
+        assert!(!conf.contains("<module name=\"ssl_gnutls\">"));
+    }
+
+    #[test]
+    fn inspircd_options_apply() {
+        let options = ServerOptions {
+            stock_flood: true,
+            max_per_ip: Some(2),
+            history: false,
+            nicklen: Some(20),
+            ..opts()
+        };
+        let conf = render(
+            ServerKind::InspIRCd,
+            &options,
+            4242,
+            Path::new("/tmp/x"),
+            None,
+        );
+        assert!(conf.contains(r#"threshold="10""#));
+        assert!(conf.contains(r#"commandrate="1000""#));
+        assert!(conf.contains(r#"localmax="2""#));
+        assert!(conf.contains(r#"globalmax="2""#));
+        assert!(conf.contains(r#"defaultmodes="not""#));
+        assert!(conf.contains(r#"maxnick="20""#));
+    }
+
+    #[test]
+    fn ngircd_defaults_and_options() {
+        let conf = render(ServerKind::NgIRCd, &opts(), 4242, Path::new("/tmp/x"), None);
+        assert!(conf.contains("\tPorts = 4242\n"));
+        assert!(conf.contains("\tMaxPenaltyTime = 0\n"));
+        assert!(conf.contains("MaxConnectionsIP = 0"));
+        assert!(!conf.contains("\n[SSL]"));
+
+        let options = ServerOptions {
+            stock_flood: true,
+            max_per_ip: Some(3),
+            ..opts()
+        };
+        let conf = render(
+            ServerKind::NgIRCd,
+            &options,
+            4242,
+            Path::new("/tmp/x"),
+            None,
+        );
+        assert!(!conf.contains("\tMaxPenaltyTime = 0\n"));
+        assert!(conf.contains("MaxConnectionsIP = 3"));
+    }
+
+    #[test]
+    fn tls_sections_appear_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let tls = TlsFiles::generate(dir.path());
+        let options = ServerOptions {
+            tls: true,
+            ..opts()
+        };
+        let conf = render(ServerKind::InspIRCd, &options, 4242, dir.path(), Some(&tls));
+        assert_eq!(conf.matches("<module name=\"ssl_gnutls\">").count(), 1);
+        assert_eq!(conf.matches("<sslprofile name=\"testkit\"").count(), 1);
+        assert!(conf.contains(r#"port="4242" type="clients" sslprofile="testkit">"#));
+
+        let conf = render(ServerKind::NgIRCd, &options, 4242, dir.path(), Some(&tls));
+        assert_eq!(conf.matches("\n[SSL]\n").count(), 1);
+        assert_eq!(
+            conf.matches("\tPorts = 4242\n").count(),
+            1,
+            "TLS port only:\n{conf}"
+        );
+        assert!(conf.contains("\tDHFile = "));
+    }
+}

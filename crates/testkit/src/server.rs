@@ -1,0 +1,445 @@
+//! Real IRC servers (InspIRCd 3, ngIRCd) on loopback, one per test.
+//!
+//! [`IrcServer::start`] renders the kit's config into a fresh temp dir, picks a free port on
+//! 127.0.0.1, runs the Debian-packaged binary in the foreground with stdout/stderr going to
+//! `server.log` in that dir, and returns once the server has logged that it is ready. The
+//! process is killed when the [`IrcServer`] is dropped, and the temp dir is removed.
+//! See `../shared/irc/README.md` for the measurements behind the settings used here.
+
+use std::fmt;
+use std::fs::OpenOptions;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use tempfile::TempDir;
+use tokio_rustls::rustls::pki_types::CertificateDer;
+
+use crate::config;
+use crate::tls::TlsFiles;
+
+/// How long a started server may take to log its ready line (both take ~10-20 ms).
+const READY_TIMEOUT: Duration = Duration::from_secs(10);
+/// How many fresh ports [`IrcServer::start`] tries when another process wins the bind race.
+const PORT_ATTEMPTS: usize = 5;
+/// How long [`IrcServer::restart`] keeps retrying while the old port cannot be bound yet.
+const RESTART_BIND_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long [`IrcServer::stop`] waits after SIGTERM before it sends SIGKILL.
+const STOP_TIMEOUT: Duration = Duration::from_secs(5);
+/// How often the log file and the process are polled while waiting.
+const POLL: Duration = Duration::from_millis(5);
+
+/// The name of the file (in the temp dir) that gets the server's stdout and stderr.
+const LOG_FILE: &str = "server.log";
+
+/// Which IRC server to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ServerKind {
+    /// InspIRCd 3 (`/usr/sbin/inspircd`): IRCv3 caps (server-time, message-tags,
+    /// echo-message, batch, ...) and chanhistory. Completes registration about 1 s after
+    /// NICK/USER, on its once-per-second timer.
+    InspIRCd,
+    /// ngIRCd (`/usr/sbin/ngircd`): minimal (only the `multi-prefix` cap), registers at
+    /// once, disconnects a client that sends a line over 512 bytes. Its listen backlog is
+    /// 10, so pace bursts of connects.
+    NgIRCd,
+}
+
+impl ServerKind {
+    /// Both kinds, for tests that run against each server.
+    pub const ALL: [ServerKind; 2] = [ServerKind::InspIRCd, ServerKind::NgIRCd];
+
+    /// The executable's (and the Debian package's) name.
+    pub fn binary_name(self) -> &'static str {
+        match self {
+            ServerKind::InspIRCd => "inspircd",
+            ServerKind::NgIRCd => "ngircd",
+        }
+    }
+
+    fn config_file(self) -> &'static str {
+        match self {
+            ServerKind::InspIRCd => "inspircd.conf",
+            ServerKind::NgIRCd => "ngircd.conf",
+        }
+    }
+
+    fn args(self, config: &Path) -> Vec<std::ffi::OsString> {
+        let flags: &[&str] = match self {
+            // --runasroot: it refuses to start as root otherwise (exit 8); --nopid: every
+            // instance would write /var/run/inspircd/inspircd.pid.
+            ServerKind::InspIRCd => &["--runasroot", "--nofork", "--nopid", "--config"],
+            ServerKind::NgIRCd => &["--nodaemon", "--config"],
+        };
+        let mut args: Vec<_> = flags.iter().map(Into::into).collect();
+        args.push(config.into());
+        args
+    }
+
+    fn is_ready(self, log: &str) -> bool {
+        match self {
+            ServerKind::InspIRCd => log.contains("InspIRCd is now running as"),
+            ServerKind::NgIRCd => log.lines().any(|l| l.ends_with(") ready.")),
+        }
+    }
+
+    /// Whether the log shows that the listener could not be bound. InspIRCd keeps running
+    /// without a listener; ngIRCd exits 1.
+    fn bind_failed(self, log: &str) -> bool {
+        match self {
+            ServerKind::InspIRCd => log.contains("failed to bind"),
+            ServerKind::NgIRCd => log.contains("isn't listening on a single port"),
+        }
+    }
+}
+
+impl fmt::Display for ServerKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ServerKind::InspIRCd => "InspIRCd",
+            ServerKind::NgIRCd => "ngIRCd",
+        })
+    }
+}
+
+/// Knobs for [`IrcServer::start`]. The defaults are test-friendly: plain text, no flood
+/// throttling, no per-IP limit, InspIRCd history replay on.
+///
+/// ```
+/// # use switchboard_testkit::ServerOptions;
+/// let options = ServerOptions { tls: true, max_per_ip: Some(2), ..Default::default() };
+/// # assert!(options.history);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerOptions {
+    /// Listen with TLS (only) on the port, with a throwaway CA made at start; see
+    /// [`IrcServer::ca_pem_path`]. [`crate::Human`] trusts that CA.
+    pub tls: bool,
+    /// Use the servers' stock flood control instead of the relaxed one. InspIRCd:
+    /// `threshold="10" commandrate="1000" fakelag="yes"` (a 10-command burst, then 1
+    /// command/s); ngIRCd: its default command penalties (`MaxPenaltyTime` unset).
+    pub stock_flood: bool,
+    /// Per-IP connection limit. InspIRCd: `<connect localmax globalmax>` (1000 if `None`);
+    /// ngIRCd: `MaxConnectionsIP` (unlimited if `None`).
+    pub max_per_ip: Option<u32>,
+    /// InspIRCd only: every new channel gets chanhistory `+H 100:1d`, so a joiner gets
+    /// `NOTICE #chan :Replaying up to 100 lines of pre-join history ...` followed by the
+    /// earlier messages. ngIRCd has no history.
+    pub history: bool,
+    /// Maximum nick length (InspIRCd `<limits maxnick>`, ngIRCd `MaxNickLength`). `None`
+    /// means 31 on both; ngIRCd clamps anything above 31.
+    pub nicklen: Option<u32>,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        ServerOptions {
+            tls: false,
+            stock_flood: false,
+            max_per_ip: None,
+            history: true,
+            nicklen: None,
+        }
+    }
+}
+
+/// A running IRC server on `127.0.0.1:port()`, killed on drop.
+///
+/// All methods panic with the server's log on failure: this is test code, and a panic is
+/// the clearest test failure.
+#[derive(Debug)]
+pub struct IrcServer {
+    kind: ServerKind,
+    options: ServerOptions,
+    binary: PathBuf,
+    port: u16,
+    tls: Option<TlsFiles>,
+    child: Option<Child>,
+    // Last field: dropped after `Drop::drop` has killed the process.
+    dir: TempDir,
+}
+
+impl IrcServer {
+    /// Starts a server and waits (at most 10 s) until it is ready to accept clients.
+    ///
+    /// # Panics
+    /// If the binary is not installed (`inspircd not found: apt-get install inspircd`), if
+    /// the server fails to start or does not become ready in time, or if 5 fresh ports in
+    /// a row are lost to other processes.
+    pub async fn start(kind: ServerKind, options: ServerOptions) -> IrcServer {
+        let binary = find_binary(kind);
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("testkit-{}-", kind.binary_name()))
+            .tempdir()
+            .expect("create temp dir");
+        if kind == ServerKind::NgIRCd {
+            // Its IncludeDir; a missing one only logs a warning, but keep the log clean.
+            std::fs::create_dir(dir.path().join("ngircd.conf.d")).expect("create IncludeDir");
+        }
+        let tls = options.tls.then(|| TlsFiles::generate(dir.path()));
+        let mut server = IrcServer {
+            kind,
+            options,
+            binary,
+            port: 0,
+            tls,
+            child: None,
+            dir,
+        };
+        for _ in 0..PORT_ATTEMPTS {
+            server.port = free_port();
+            server.write_config();
+            match server.launch().await {
+                Ok(child) => {
+                    server.child = Some(child);
+                    return server;
+                }
+                // Another process took the port between our probe and the server's bind.
+                Err(Launch::BindFailed) => continue,
+                Err(Launch::Failed(why)) => server.fail(&why),
+            }
+        }
+        server.fail(&format!(
+            "lost the bind race on {PORT_ATTEMPTS} ports in a row"
+        ))
+    }
+
+    /// The TCP port on 127.0.0.1 (TLS-only when started with `tls: true`).
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The address the server listens on: always `"127.0.0.1"`.
+    pub fn host(&self) -> &'static str {
+        "127.0.0.1"
+    }
+
+    /// Which server this is.
+    pub fn kind(&self) -> ServerKind {
+        self.kind
+    }
+
+    /// The options it was started with.
+    pub fn options(&self) -> &ServerOptions {
+        &self.options
+    }
+
+    /// The PEM file of the throwaway CA that signed the server's certificate (for
+    /// `127.0.0.1` and `localhost`), or `None` without TLS. Give it to the code under
+    /// test as its trusted CA.
+    pub fn ca_pem_path(&self) -> Option<&Path> {
+        self.tls.as_ref().map(|t| t.ca_pem.as_path())
+    }
+
+    pub(crate) fn ca_der(&self) -> Option<&CertificateDer<'static>> {
+        self.tls.as_ref().map(|t| &t.ca_der)
+    }
+
+    /// The server's output so far (stdout/stderr of every run, including restarts), and
+    /// for InspIRCd also its own log file (which is buffered, so it may lag behind).
+    /// Meant for assertion messages.
+    pub fn log(&self) -> String {
+        let mut log = read_lossy(&self.log_path());
+        if self.kind == ServerKind::InspIRCd {
+            let own = read_lossy(&self.dir.path().join("inspircd.log"));
+            if !own.is_empty() {
+                log.push_str("\n--- inspircd.log ---\n");
+                log.push_str(&own);
+            }
+        }
+        log
+    }
+
+    /// Kills the server with SIGKILL and waits for it to exit: every client connection
+    /// drops at once, without an ERROR line. Does nothing if it is not running.
+    pub async fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            reap(&mut child, STOP_TIMEOUT).await;
+        }
+    }
+
+    /// Stops the server with SIGTERM and waits (at most 5 s, then SIGKILL). Clients get an
+    /// ERROR line first. The exit status is not checked: InspIRCd exits 10 on SIGTERM, and
+    /// with TLS loaded it even segfaults while unloading modules. Does nothing if it is
+    /// not running.
+    pub async fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let pid = libc::pid_t::try_from(child.id()).expect("pid fits pid_t");
+            // SAFETY: plain kill(2) on our own child, which has not been reaped yet (so the
+            // pid cannot have been reused).
+            unsafe { libc::kill(pid, libc::SIGTERM) };
+            if reap(&mut child, STOP_TIMEOUT).await.is_none() {
+                let _ = child.kill();
+                reap(&mut child, STOP_TIMEOUT).await;
+            }
+        }
+    }
+
+    /// Starts the server again on the same port with the same config (and certificate),
+    /// killing it first if it still runs. For fault tests: kill the server mid-conversation,
+    /// then bring it back. Retries for up to 5 s while the port cannot be bound yet.
+    ///
+    /// # Panics
+    /// If the server does not come back within that time.
+    pub async fn restart(&mut self) {
+        self.kill().await;
+        let deadline = Instant::now() + RESTART_BIND_TIMEOUT;
+        loop {
+            match self.launch().await {
+                Ok(child) => {
+                    self.child = Some(child);
+                    return;
+                }
+                Err(Launch::BindFailed) if Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(Launch::BindFailed) => self.fail(&format!(
+                    "port {} still could not be bound after {RESTART_BIND_TIMEOUT:?}",
+                    self.port
+                )),
+                Err(Launch::Failed(why)) => self.fail(&why),
+            }
+        }
+    }
+
+    fn log_path(&self) -> PathBuf {
+        self.dir.path().join(LOG_FILE)
+    }
+
+    fn write_config(&self) {
+        let config = config::render(
+            self.kind,
+            &self.options,
+            self.port,
+            self.dir.path(),
+            self.tls.as_ref(),
+        );
+        let path = self.dir.path().join(self.kind.config_file());
+        std::fs::write(&path, config)
+            .unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
+    }
+
+    /// Spawns the server and waits for its ready line, its death, or the timeout.
+    async fn launch(&self) -> Result<Child, Launch> {
+        let log_path = self.log_path();
+        let log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log_path)
+            .expect("open server log");
+        // Only this run's output counts; earlier runs stay in the file for `log()`.
+        let start_offset = log.metadata().map(|m| m.len()).unwrap_or(0) as usize;
+        let stderr = log.try_clone().expect("clone log file handle");
+        let config = self.dir.path().join(self.kind.config_file());
+        let mut child = Command::new(&self.binary)
+            .args(self.kind.args(&config))
+            // InspIRCd raises its core-size limit and segfaults on SIGTERM with TLS loaded:
+            // keep any core file inside the temp dir.
+            .current_dir(self.dir.path())
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(stderr)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run {}: {e}", self.binary.display()));
+
+        let deadline = Instant::now() + READY_TIMEOUT;
+        loop {
+            let output = read_from(&log_path, start_offset);
+            // Both lines come from the same stream, so a bind warning precedes "ready".
+            if self.kind.bind_failed(&output) {
+                let _ = child.kill();
+                reap(&mut child, STOP_TIMEOUT).await;
+                return Err(Launch::BindFailed);
+            }
+            if self.kind.is_ready(&output) {
+                return Ok(child);
+            }
+            if let Some(status) = child.try_wait().expect("poll server process") {
+                let output = read_from(&log_path, start_offset);
+                return Err(if self.kind.bind_failed(&output) {
+                    Launch::BindFailed
+                } else {
+                    Launch::Failed(format!("exited with {status} before it was ready"))
+                });
+            }
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+                reap(&mut child, STOP_TIMEOUT).await;
+                return Err(Launch::Failed(format!("not ready after {READY_TIMEOUT:?}")));
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    fn fail(&self, why: &str) -> ! {
+        panic!(
+            "{} on 127.0.0.1:{} {why}\n--- server log ---\n{}",
+            self.kind,
+            self.port,
+            self.log()
+        )
+    }
+}
+
+impl Drop for IrcServer {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            // SIGKILL takes effect at once; this does not block for long.
+            let _ = child.wait();
+        }
+    }
+}
+
+enum Launch {
+    /// The port was taken: retry (with a new port, or later on the same one).
+    BindFailed,
+    /// Anything else: give up.
+    Failed(String),
+}
+
+/// The server binary: `/usr/sbin/<name>` as Debian installs it, else the first on `$PATH`.
+fn find_binary(kind: ServerKind) -> PathBuf {
+    let name = kind.binary_name();
+    let sbin = Path::new("/usr/sbin").join(name);
+    if sbin.is_file() {
+        return sbin;
+    }
+    std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .map(|dir| dir.join(name))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| panic!("{name} not found: apt-get install {name}"))
+}
+
+/// A port that was free on 127.0.0.1 a moment ago (the OS picks it).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("bind 127.0.0.1:0 to find a free port")
+        .port()
+}
+
+/// Waits (polling, without blocking the runtime) for `child` to exit.
+async fn reap(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return Some(status),
+            Ok(None) if Instant::now() < deadline => tokio::time::sleep(POLL).await,
+            Ok(None) | Err(_) => return None,
+        }
+    }
+}
+
+fn read_lossy(path: &Path) -> String {
+    read_from(path, 0)
+}
+
+/// The file's contents from byte `offset` on, lossily decoded; empty if it is unreadable.
+fn read_from(path: &Path, offset: usize) -> String {
+    let bytes = std::fs::read(path).unwrap_or_default();
+    String::from_utf8_lossy(bytes.get(offset..).unwrap_or_default()).into_owned()
+}
