@@ -460,8 +460,11 @@ impl Inner {
         lines: Vec<String>,
     ) -> Result<Delivery, ChatError> {
         let stage = Arc::new(Mutex::new(Stage::Waiting));
+        // Pacing stretches the deadline; count wire lines generously (a
+        // relayed line carries at most ~430 bytes of text), plus the JOINs.
+        let wire_lines: usize = lines.iter().map(|l| l.len() / 300 + 1).sum();
         let budget =
-            self.settings.send_timeout + Bucket::time_for(self.settings.flood, lines.len() + 2);
+            self.settings.send_timeout + Bucket::time_for(self.settings.flood, wire_lines + 2);
         let attempt = self.deliver(channel, sender, lines, stage.clone());
         match tokio::time::timeout(budget, attempt).await {
             Ok(result) => result,

@@ -166,9 +166,21 @@ pub async fn http_client(url: &str, version: ProtocolVersion) -> Client {
 
 /// An rmcp client that spawns `switchboard serve --stdio` with `args`.
 pub async fn stdio_client(args: &[&str], version: ProtocolVersion) -> Client {
+    stdio_client_with(args, &[], version).await
+}
+
+/// Like [`stdio_client`], with extra environment variables.
+pub async fn stdio_client_with(
+    args: &[&str],
+    env: &[(&str, &str)],
+    version: ProtocolVersion,
+) -> Client {
     let mut all = vec!["--stdio"];
     all.extend_from_slice(args);
     let mut cmd = command(&all);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
     cmd.stderr(Stdio::null());
     let transport = TokioChildProcess::new(cmd).expect("spawn switchboard --stdio");
     connect(transport, version).await

@@ -1,0 +1,542 @@
+//! The chat tools on the `irc` backend, against real InspIRCd 3 and ngIRCd
+//! servers started here on loopback, with a raw-socket IRC client playing
+//! the human. Every behaviour runs against both servers.
+
+mod common;
+
+use std::{path::PathBuf, time::Duration};
+
+use common::*;
+use rmcp::model::ProtocolVersion;
+use serde_json::json;
+use switchboard_testkit::{Human, IrcServer, Line, ServerKind, ServerOptions};
+
+/// A switchboard on the IRC backend, driven over stdio, with its data dir,
+/// config and log in a temp dir.
+struct Bridge {
+    client: Client,
+    dir: tempfile::TempDir,
+}
+
+impl Bridge {
+    async fn start(server: &IrcServer, extra_toml: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        Self::start_in(server, extra_toml, dir).await
+    }
+
+    async fn start_in(server: &IrcServer, extra_toml: &str, dir: tempfile::TempDir) -> Self {
+        let config = dir.path().join("switchboard.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "[chat]\nbackend = \"irc\"\n[chat.irc]\nserver = \"127.0.0.1\"\nport = {}\n{}\n{extra_toml}\n",
+                server.port(),
+                if extra_toml.contains("send_timeout_s") { "" } else { "send_timeout_s = 20" }
+            ),
+        )
+        .unwrap();
+        let data = dir.path().join("data");
+        let log = dir.path().join("switchboard.log");
+        let args = [
+            "--config",
+            config.to_str().unwrap(),
+            "--data-dir",
+            data.to_str().unwrap(),
+            "--log-file",
+            log.to_str().unwrap(),
+        ];
+        let client = stdio_client_with(
+            &args,
+            &[("SWITCHBOARD_LOG", "debug,rmcp=warn")],
+            ProtocolVersion::V_2025_11_25,
+        )
+        .await;
+        Self { client, dir }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("switchboard.log")).unwrap_or_default()
+    }
+
+    async fn send(&self, channel: &str, sender: &str, text: &str) -> rmcp::model::CallToolResult {
+        call(
+            &self.client,
+            "send_message",
+            json!({"channel": channel, "text": text, "sender": sender}),
+        )
+        .await
+    }
+
+    async fn send_ok(&self, channel: &str, sender: &str, text: &str) {
+        let result = self.send(channel, sender, text).await;
+        assert!(
+            !is_error(&result),
+            "send failed: {}\n--- switchboard log ---\n{}",
+            common::text(&result),
+            self.log()
+        );
+        assert_eq!(
+            common::text(&result),
+            format!("Sent to {} as {sender}", normalise(channel))
+        );
+    }
+
+    async fn stop(self) -> tempfile::TempDir {
+        self.client.cancel().await.unwrap();
+        self.dir
+    }
+}
+
+fn normalise(channel: &str) -> String {
+    if channel.starts_with('#') {
+        channel.to_owned()
+    } else {
+        format!("#{channel}")
+    }
+}
+
+fn privmsg_from<'a>(nick: &'a str, channel: &'a str) -> impl FnMut(&Line) -> bool + 'a {
+    move |l| l.is_from(nick, "PRIVMSG") && l.param(0) == Some(channel)
+}
+
+const WAIT: Duration = Duration::from_secs(20);
+
+/// Defines one test per server for an `async fn(ServerKind)`.
+macro_rules! on_both_servers {
+    ($($name:ident),* $(,)?) => {
+        mod inspircd {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() { super::$name(super::ServerKind::InspIRCd).await })*
+        }
+        mod ngircd {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() { super::$name(super::ServerKind::NgIRCd).await })*
+        }
+    };
+}
+
+on_both_servers!(
+    agents_and_humans_hear_each_other,
+    long_multiline_text_arrives_whole_in_order_within_512_bytes,
+    line_breaks_never_inject_commands,
+    members_follow_join_part_nick_kick_and_quit,
+    bad_names_and_texts_are_tool_errors,
+    a_taken_sender_nick_is_a_clear_error,
+    the_per_ip_limit_is_a_clear_error,
+    a_server_restart_loses_no_acknowledged_message,
+    tls_with_a_private_ca,
+    fifty_lines_burst_through_stock_flood_control,
+);
+
+async fn agents_and_humans_hear_each_other(kind: ServerKind) {
+    let server = IrcServer::start(kind, ServerOptions::default()).await;
+    let (human, bridge) =
+        tokio::join!(Human::connect(&server, "carol"), Bridge::start(&server, ""));
+    human.join("#agents").await;
+
+    bridge.send_ok("agents", "alice", "hello humans").await;
+    let heard = human.expect(privmsg_from("alice", "#agents"), WAIT).await;
+    assert_eq!(heard.trailing(), Some("hello humans"));
+
+    // The human answers; the agent waiting on the channel hears it.
+    let waiting = {
+        let peer = bridge.client.peer().clone();
+        tokio::spawn(async move {
+            let args = json!({"channel": "#agents", "timeout_s": 20});
+            peer.call_tool(
+                rmcp::model::CallToolRequestParams::new("wait_for_messages")
+                    .with_arguments(args.as_object().cloned().unwrap()),
+            )
+            .await
+            .unwrap()
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    human.privmsg("#agents", "hi alice, carol here").await;
+    let woke = waiting.await.unwrap();
+    assert!(
+        text(&woke).ends_with("<carol> hi alice, carol here"),
+        "{}",
+        text(&woke)
+    );
+
+    let read = call(
+        &bridge.client,
+        "read_messages",
+        json!({"channel": "#agents"}),
+    )
+    .await;
+    assert_eq!(texts(&read), ["hi alice, carol here", "hello humans"]);
+    let members = call(&bridge.client, "get_members", json!({"channel": "#agents"})).await;
+    let members = members.structured_content.unwrap()["members"].clone();
+    for nick in ["alice", "carol", "switchboard"] {
+        assert!(
+            members.as_array().unwrap().iter().any(|m| m == nick),
+            "{nick} not in {members}"
+        );
+    }
+    let channels = call(&bridge.client, "list_channels", json!({})).await;
+    assert_eq!(text(&channels), "- #agents");
+    let found = call(&bridge.client, "search_messages", json!({"query": "carol"})).await;
+    assert_eq!(texts(&found), ["hi alice, carol here"]);
+}
+
+async fn long_multiline_text_arrives_whole_in_order_within_512_bytes(kind: ServerKind) {
+    let server = IrcServer::start(kind, ServerOptions::default()).await;
+    let (human, bridge) =
+        tokio::join!(Human::connect(&server, "carol"), Bridge::start(&server, ""));
+    human.join("#long").await;
+    // ~5,000 characters: paragraphs, long words, multi-byte text and emoji.
+    let paragraph = "Ünïcödé façade — naïve café 🎉 résumé. ".repeat(80);
+    let word = "x".repeat(700);
+    let text_ = format!(
+        "{paragraph}\n\n{word}\nshort line\n{}",
+        "日本語のテキスト".repeat(200)
+    );
+    assert!(text_.chars().count() >= 5_000, "{}", text_.chars().count());
+    bridge.send_ok("#long", "alice", &text_).await;
+
+    let strip = |s: &str| s.split_whitespace().collect::<String>();
+    let expected = strip(&text_);
+    let mut got = String::new();
+    while got.len() < expected.len() {
+        let line = human.expect(privmsg_from("alice", "#long"), WAIT).await;
+        assert!(
+            line.raw.len() + 2 <= 512,
+            "relayed line of {} bytes: {}",
+            line.raw.len() + 2,
+            line.raw
+        );
+        got.push_str(&strip(line.trailing().unwrap()));
+    }
+    assert_eq!(got, expected);
+    let stored = call(
+        &bridge.client,
+        "read_messages",
+        json!({"channel": "#long", "limit": 500}),
+    )
+    .await;
+    let mut lines = texts(&stored);
+    lines.reverse();
+    assert_eq!(strip(&lines.concat()), expected);
+}
+
+async fn line_breaks_never_inject_commands(kind: ServerKind) {
+    let server = IrcServer::start(kind, ServerOptions::default()).await;
+    let (human, bridge) =
+        tokio::join!(Human::connect(&server, "carol"), Bridge::start(&server, ""));
+    human.join("#safe").await;
+    bridge
+        .send_ok("#safe", "alice", "hi\r\nQUIT :bye\rPART #safe\0x")
+        .await;
+    for expected in ["hi", "QUIT :bye", "PART #safe\u{FFFD}x"] {
+        let line = human.expect(privmsg_from("alice", "#safe"), WAIT).await;
+        assert_eq!(line.trailing(), Some(expected));
+    }
+    for (sender, channel) in [("alice\r\nQUIT", "#safe"), ("alice", "#safe\r\nQUIT :x")] {
+        let result = bridge.send(channel, sender, "x").await;
+        assert!(is_error(&result), "{sender:?} {channel:?} was accepted");
+    }
+    // alice is still there: nothing she "said" became a command.
+    bridge.send_ok("#safe", "alice", "still here").await;
+    human
+        .expect(|l| l.trailing() == Some("still here"), WAIT)
+        .await;
+    let from_alice: Vec<String> = human
+        .received()
+        .into_iter()
+        .filter(|l| l.nick() == Some("alice") && l.command != "PRIVMSG" && l.command != "JOIN")
+        .map(|l| l.raw)
+        .collect();
+    assert!(from_alice.is_empty(), "commands from alice: {from_alice:?}");
+}
+
+async fn members_follow_join_part_nick_kick_and_quit(kind: ServerKind) {
+    let server = IrcServer::start(kind, ServerOptions::default()).await;
+    let (dave, erin, bridge) = tokio::join!(
+        Human::connect(&server, "dave"),
+        Human::connect(&server, "erin"),
+        Bridge::start(&server, "")
+    );
+    bridge.send_ok("#room", "alice", "hello").await;
+    dave.join("#room").await;
+    erin.join("#room").await;
+    let members = |expected: &'static [&'static str]| {
+        let client = &bridge.client;
+        async move {
+            let mut last = String::new();
+            for _ in 0..50 {
+                let result = call(client, "get_members", json!({"channel": "#room"})).await;
+                let mut got: Vec<String> = result.structured_content.unwrap()["members"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|m| m.as_str().unwrap().to_owned())
+                    .collect();
+                got.sort();
+                if got == expected {
+                    return;
+                }
+                last = format!("{got:?}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            panic!("members were {last}, expected {expected:?}");
+        }
+    };
+    members(&["alice", "dave", "erin", "switchboard"]).await;
+    erin.send_raw("NICK erin2").await;
+    members(&["alice", "dave", "erin2", "switchboard"]).await;
+    erin.send_raw("PART #room").await;
+    members(&["alice", "dave", "switchboard"]).await;
+    // dave created the channel first? No: alice did; the channel's first
+    // joiner has ops, so dave cannot kick. dave quits instead.
+    dave.quit().await;
+    members(&["alice", "switchboard"]).await;
+}
+
+async fn bad_names_and_texts_are_tool_errors(kind: ServerKind) {
+    let server = IrcServer::start(kind, ServerOptions::default()).await;
+    let bridge = Bridge::start(&server, "").await;
+    // Wait until the observer has the server's ISUPPORT.
+    bridge.send_ok("#ok", "alice", "ready").await;
+    let long_nick = "n".repeat(32);
+    let cases = [
+        ("#ok", "al ice", "x", "a space"),
+        ("#ok", "al:ice", "x", "contains ':'"),
+        ("#ok", "#alice", "x", "starts with '#'"),
+        ("#ok", long_nick.as_str(), "x", "at most 31"),
+        ("#ok", "", "x", "nick is empty"),
+        ("#ok", "alice", "   ", "text is empty"),
+        ("#ok", "alice", "", "text is empty"),
+        ("#a b", "alice", "x", "a space"),
+        ("#a,b", "alice", "x", "a comma"),
+        ("#a\u{7}b", "alice", "x", "BEL"),
+    ];
+    for (channel, sender, text_, expected) in cases {
+        let result = bridge.send(channel, sender, text_).await;
+        assert!(
+            is_error(&result),
+            "{channel:?} {sender:?} {text_:?} accepted"
+        );
+        assert!(
+            text(&result).contains(expected),
+            "{channel:?} {sender:?}: {}",
+            text(&result)
+        );
+    }
+    // InspIRCd announces CHANTYPES=#, so `&local` has the wrong prefix there;
+    // ngIRCd offers & channels too.
+    let amp = bridge.send("&local", "alice", "x").await;
+    match kind {
+        ServerKind::InspIRCd => assert!(text(&amp).contains("start with one of"), "{}", text(&amp)),
+        ServerKind::NgIRCd => assert!(!is_error(&amp), "{}", text(&amp)),
+    }
+}
+
+async fn a_taken_sender_nick_is_a_clear_error(kind: ServerKind) {
+    let server = IrcServer::start(kind, ServerOptions::default()).await;
+    let (_bob, bridge) = tokio::join!(Human::connect(&server, "bob"), Bridge::start(&server, ""));
+    let result = bridge.send("#n", "bob", "impostor").await;
+    assert!(is_error(&result));
+    assert!(
+        text(&result).contains("bob is already in use"),
+        "{}",
+        text(&result)
+    );
+
+    let suffixed =
+        Bridge::start(&server, "nick_in_use = \"suffix\"\nnick = \"switchboard2\"").await;
+    let result = suffixed.send("#n", "bob", "as bob_").await;
+    assert_eq!(text(&result), "Sent to #n as bob_");
+}
+
+async fn the_per_ip_limit_is_a_clear_error(kind: ServerKind) {
+    let server = IrcServer::start(
+        kind,
+        ServerOptions {
+            max_per_ip: Some(2),
+            ..ServerOptions::default()
+        },
+    )
+    .await;
+    let bridge = Bridge::start(&server, "").await;
+    bridge
+        .send_ok("#lim", "alice", "one of two connections")
+        .await;
+    let refused = bridge.send("#lim", "bob", "a third connection").await;
+    assert!(is_error(&refused));
+    let message = text(&refused);
+    assert!(message.contains("per-IP connection limit"), "{message}");
+    assert!(
+        message.contains("MaxConnectionsIP") && message.contains("localmax"),
+        "{message}"
+    );
+}
+
+async fn a_server_restart_loses_no_acknowledged_message(kind: ServerKind) {
+    let mut server = IrcServer::start(kind, ServerOptions::default()).await;
+    let bridge = Bridge::start(&server, "").await;
+    bridge.send_ok("#ops", "alice", "before the outage").await;
+
+    server.kill().await;
+    // Sends during the outage: each either succeeds (after the restart) or
+    // says it was not delivered.
+    let during = {
+        let peer = bridge.client.peer().clone();
+        tokio::spawn(async move {
+            let mut acknowledged = Vec::new();
+            for i in 0..3 {
+                let text_ = format!("during the outage {i}");
+                let args = json!({"channel": "#ops", "text": text_, "sender": "alice"});
+                let result = peer
+                    .call_tool(
+                        rmcp::model::CallToolRequestParams::new("send_message")
+                            .with_arguments(args.as_object().cloned().unwrap()),
+                    )
+                    .await
+                    .unwrap();
+                if is_error(&result) {
+                    let said = text(&result);
+                    assert!(
+                        said.starts_with("not delivered") || said.starts_with("not confirmed"),
+                        "{said}"
+                    );
+                } else {
+                    acknowledged.push(text_);
+                }
+            }
+            acknowledged
+        })
+    };
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    server.restart().await;
+    let acknowledged = during.await.unwrap();
+
+    // Recovered without a restart of switchboard: agents and humans talk again.
+    let human = Human::connect(&server, "carol").await;
+    human.join("#ops").await;
+    bridge.send_ok("#ops", "alice", "after the outage").await;
+    human.expect(privmsg_from("alice", "#ops"), WAIT).await;
+    human.privmsg("#ops", "welcome back").await;
+    let mut recorded = Vec::new();
+    for _ in 0..100 {
+        let read = call(
+            &bridge.client,
+            "read_messages",
+            json!({"channel": "#ops", "limit": 50}),
+        )
+        .await;
+        recorded = texts(&read);
+        if recorded.iter().any(|t| t == "welcome back") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        recorded.iter().any(|t| t == "welcome back"),
+        "observer did not record again: {recorded:?}\n{}",
+        bridge.log()
+    );
+    for text_ in acknowledged
+        .iter()
+        .map(String::as_str)
+        .chain(["before the outage", "after the outage"])
+    {
+        assert!(
+            recorded.iter().any(|t| t == text_),
+            "acknowledged {text_:?} missing from {recorded:?}"
+        );
+    }
+}
+
+async fn tls_with_a_private_ca(kind: ServerKind) {
+    let server = IrcServer::start(
+        kind,
+        ServerOptions {
+            tls: true,
+            ..ServerOptions::default()
+        },
+    )
+    .await;
+    let ca: PathBuf = server.ca_pem_path().unwrap().to_owned();
+    let trusting = format!("tls = true\nca_file = {:?}", ca.display().to_string());
+    let (human, bridge) = tokio::join!(
+        Human::connect(&server, "carol"),
+        Bridge::start(&server, &trusting)
+    );
+    human.join("#tls").await;
+    bridge.send_ok("#tls", "alice", "over TLS").await;
+    human
+        .expect(|l| l.trailing() == Some("over TLS"), WAIT)
+        .await;
+
+    // Without the CA, the server's certificate is not trusted: not delivered.
+    let untrusted = Bridge::start(&server, "tls = true\nnick = \"sb2\"\nsend_timeout_s = 3").await;
+    let result = untrusted.send("#tls", "bob", "x").await;
+    assert!(
+        is_error(&result) && text(&result).starts_with("not delivered"),
+        "{}",
+        text(&result)
+    );
+}
+
+async fn fifty_lines_burst_through_stock_flood_control(kind: ServerKind) {
+    let server = IrcServer::start(
+        kind,
+        ServerOptions {
+            stock_flood: true,
+            ..ServerOptions::default()
+        },
+    )
+    .await;
+    let (human, bridge) =
+        tokio::join!(Human::connect(&server, "carol"), Bridge::start(&server, ""));
+    human.join("#flood").await;
+    let lines: Vec<String> = (1..=50).map(|i| format!("line {i} of 50")).collect();
+    bridge.send_ok("#flood", "alice", &lines.join("\n")).await;
+    for expected in &lines {
+        let line = human
+            .expect(privmsg_from("alice", "#flood"), Duration::from_secs(90))
+            .await;
+        assert_eq!(line.trailing(), Some(expected.as_str()));
+    }
+    let dropped: Vec<String> = human
+        .received()
+        .into_iter()
+        .filter(|l| l.command == "QUIT" && l.nick() == Some("alice"))
+        .map(|l| l.raw)
+        .collect();
+    assert!(dropped.is_empty(), "alice was disconnected: {dropped:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn messages_posted_while_switchboard_was_down_are_backfilled_from_inspircd_history() {
+    let server = IrcServer::start(ServerKind::InspIRCd, ServerOptions::default()).await;
+    let bridge = Bridge::start(&server, "").await;
+    bridge.send_ok("#log", "alice", "recorded live").await;
+    let dir = bridge.stop().await;
+
+    let human = Human::connect(&server, "carol").await;
+    human.join("#log").await;
+    human
+        .privmsg("#log", "said while switchboard was away")
+        .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let bridge = Bridge::start_in(&server, "", dir).await;
+    let mut recorded = Vec::new();
+    for _ in 0..100 {
+        let read = call(&bridge.client, "read_messages", json!({"channel": "#log"})).await;
+        recorded = texts(&read);
+        if recorded.len() >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        recorded,
+        ["said while switchboard was away", "recorded live"],
+        "{}",
+        bridge.log()
+    );
+}
