@@ -450,7 +450,7 @@ impl Config {
         if irc.flood_burst == 0 {
             return Err(invalid("chat.irc.flood_burst", "must be at least 1 line"));
         }
-        if !(irc.flood_per_second > 0.0) {
+        if irc.flood_per_second.is_nan() || irc.flood_per_second <= 0.0 {
             return Err(invalid(
                 "chat.irc.flood_per_second",
                 "must be above 0 (lines a second)",
