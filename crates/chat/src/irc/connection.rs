@@ -95,8 +95,8 @@ impl std::fmt::Debug for Sasl {
 pub enum ConnError {
     #[error("cannot reach the IRC server {0}")]
     Unreachable(String),
-    #[error("the IRC server {server} did not finish registration within {secs} s")]
-    RegistrationTimeout { server: String, secs: u64 },
+    #[error("the IRC server {server} did not finish registration within {} s", .after.as_secs_f64())]
+    RegistrationTimeout { server: String, after: Duration },
     #[error("the nick {0} is already in use on the IRC network; choose another")]
     NickInUse(String),
     #[error("the IRC server refused the nick {nick}: {reason}")]
@@ -453,7 +453,7 @@ impl Actor {
             .await
             .map_err(|_| ConnError::RegistrationTimeout {
                 server: server.clone(),
-                secs: endpoint.register_timeout.as_secs(),
+                after: endpoint.register_timeout,
             })??;
         backoff.reset();
         tracing::info!(nick = %session.nick, %server, caps = ?session.caps, "IRC connection registered");
