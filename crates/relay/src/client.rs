@@ -1,0 +1,220 @@
+//! The client side of a relay connection: dial, say hello, then send
+//! requests and await their responses, concurrently, correlated by id.
+//!
+//! A [`Link`] is one connection. It never reconnects and never retries: any
+//! failure closes it, and the owner dials a new one when it next needs the
+//! application (that is what heals an application restart).
+
+use std::{
+    collections::HashMap,
+    path::Path,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicI64, Ordering},
+    },
+    time::Duration,
+};
+
+use serde_json::{Map, Value};
+use tokio::{
+    io::{AsyncWriteExt, BufReader},
+    net::{UnixStream, unix::OwnedWriteHalf},
+    sync::{mpsc, oneshot, watch},
+};
+
+use crate::protocol::{self, ErrorBody, Message, Outcome, PROTOCOL_VERSION, Read, RequestId};
+
+/// Why a request through a link failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LinkError {
+    #[error("cannot connect to {path}: {reason}")]
+    Connect { path: String, reason: String },
+    #[error("no response within {0:?}")]
+    Timeout(Duration),
+    #[error("the connection closed: {0}")]
+    Closed(String),
+    #[error("{}", .0.message)]
+    Remote(ErrorBody),
+}
+
+/// Something the application said on its own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// `notify` with this event name (`tools_changed`).
+    Notify(String),
+    /// The connection closed (with the reason).
+    Closed(String),
+}
+
+type Pending = Arc<Mutex<HashMap<RequestId, oneshot::Sender<Outcome>>>>;
+
+/// What the application said in its `welcome`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Welcome {
+    pub app: String,
+    pub app_id: String,
+}
+
+/// One connection to an application.
+pub struct Link {
+    writer: tokio::sync::Mutex<OwnedWriteHalf>,
+    pending: Pending,
+    next_id: AtomicI64,
+    closed: watch::Receiver<Option<String>>,
+    welcome: watch::Receiver<Option<Welcome>>,
+}
+
+impl Link {
+    /// Connects to the socket at `path` within `timeout` and sends the hello.
+    /// Events (notifications, the close) arrive on the returned receiver.
+    pub async fn connect(
+        path: &Path,
+        timeout: Duration,
+        client: &str,
+    ) -> Result<(Self, mpsc::UnboundedReceiver<Event>), LinkError> {
+        let connect_error = |reason: String| LinkError::Connect {
+            path: path.display().to_string(),
+            reason,
+        };
+        let stream = tokio::time::timeout(timeout, UnixStream::connect(path))
+            .await
+            .map_err(|_| connect_error(format!("timed out after {timeout:?}")))?
+            .map_err(|e| connect_error(e.to_string()))?;
+        let (reader, mut writer) = stream.into_split();
+        let hello = Message::Hello {
+            protocol: PROTOCOL_VERSION,
+            pid: std::process::id(),
+            client: client.to_owned(),
+        };
+        writer
+            .write_all(&protocol::encode(&hello))
+            .await
+            .map_err(|e| connect_error(e.to_string()))?;
+        let pending = Pending::default();
+        let (closed_tx, closed) = watch::channel(None);
+        let (welcome_tx, welcome) = watch::channel(None);
+        let (events_tx, events) = mpsc::unbounded_channel();
+        tokio::spawn(read_loop(
+            BufReader::new(reader),
+            pending.clone(),
+            closed_tx,
+            welcome_tx,
+            events_tx,
+        ));
+        Ok((
+            Self {
+                writer: tokio::sync::Mutex::new(writer),
+                pending,
+                next_id: AtomicI64::new(1),
+                closed,
+                welcome,
+            },
+            events,
+        ))
+    }
+
+    /// Whether the connection has closed (a new one must be dialled).
+    pub fn is_closed(&self) -> bool {
+        self.closed.borrow().is_some()
+    }
+
+    /// The application's `welcome`, once it has arrived.
+    pub fn welcome(&self) -> Option<Welcome> {
+        self.welcome.borrow().clone()
+    }
+
+    /// Sends a request and waits up to `timeout` for its response. A timeout
+    /// leaves the connection open (the application may answer late; the
+    /// answer is then dropped).
+    pub async fn request(
+        &self,
+        method: &str,
+        params: Option<Map<String, Value>>,
+        timeout: Duration,
+    ) -> Result<Value, LinkError> {
+        if let Some(reason) = self.closed.borrow().clone() {
+            return Err(LinkError::Closed(reason));
+        }
+        let id = RequestId::Number(self.next_id.fetch_add(1, Ordering::Relaxed));
+        let (tx, rx) = oneshot::channel();
+        self.pending
+            .lock()
+            .expect("pending lock")
+            .insert(id.clone(), tx);
+        let line = protocol::encode(&Message::Request {
+            id: id.clone(),
+            method: method.to_owned(),
+            params,
+        });
+        let written = {
+            let mut writer = self.writer.lock().await;
+            writer.write_all(&line).await
+        };
+        if let Err(e) = written {
+            self.pending.lock().expect("pending lock").remove(&id);
+            return Err(LinkError::Closed(e.to_string()));
+        }
+        let mut closed = self.closed.clone();
+        let outcome = tokio::select! {
+            outcome = rx => outcome.map_err(|_| LinkError::Closed(closed_reason(&self.closed))),
+            _ = closed.wait_for(Option::is_some) => Err(LinkError::Closed(closed_reason(&self.closed))),
+            () = tokio::time::sleep(timeout) => Err(LinkError::Timeout(timeout)),
+        };
+        self.pending.lock().expect("pending lock").remove(&id);
+        match outcome? {
+            Outcome::Result(value) => Ok(value),
+            Outcome::Error(body) => Err(LinkError::Remote(body)),
+        }
+    }
+}
+
+fn closed_reason(closed: &watch::Receiver<Option<String>>) -> String {
+    closed.borrow().clone().unwrap_or_else(|| "closed".into())
+}
+
+async fn read_loop(
+    mut reader: BufReader<tokio::net::unix::OwnedReadHalf>,
+    pending: Pending,
+    closed: watch::Sender<Option<String>>,
+    welcome: watch::Sender<Option<Welcome>>,
+    events: mpsc::UnboundedSender<Event>,
+) {
+    let mut buf = Vec::new();
+    let reason = loop {
+        match protocol::read_message(&mut reader, &mut buf).await {
+            Err(e) => break e.to_string(),
+            Ok(Read::Eof) => break "the application closed the connection".to_owned(),
+            Ok(Read::TooLong) => {
+                break format!(
+                    "the application sent a line over {} bytes",
+                    protocol::MAX_LINE
+                );
+            }
+            Ok(Read::Malformed { reason, .. }) => {
+                break format!("the application sent a malformed line: {reason}");
+            }
+            Ok(Read::Message(message)) => match message {
+                Message::Response { id, outcome } => {
+                    if let Some(tx) = pending.lock().expect("pending lock").remove(&id) {
+                        let _ = tx.send(outcome);
+                    }
+                }
+                Message::Welcome { app, app_id, .. } => {
+                    welcome.send_replace(Some(Welcome { app, app_id }));
+                }
+                Message::Notify { event } => {
+                    let _ = events.send(Event::Notify(event));
+                }
+                Message::Error { message } => {
+                    tracing::warn!(%message, "the application reported an error");
+                }
+                Message::Hello { .. } | Message::Request { .. } => {
+                    break "the application sent a client message".to_owned();
+                }
+            },
+        }
+    };
+    closed.send_replace(Some(reason.clone()));
+    pending.lock().expect("pending lock").clear();
+    let _ = events.send(Event::Closed(reason));
+}

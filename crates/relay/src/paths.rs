@@ -1,0 +1,42 @@
+//! Where an application's relay socket lives.
+
+use std::path::PathBuf;
+
+/// The prefix used by switchboard and by applications that keep the default.
+pub const DEFAULT_PREFIX: &str = "switchboard";
+
+/// The socket path for `app_id`:
+/// `$XDG_RUNTIME_DIR/<prefix>/<app_id>/relay.sock`, or, when
+/// `XDG_RUNTIME_DIR` is unset or empty, `/tmp/<prefix>-<uid>/<app_id>/relay.sock`
+/// (per-user, since `/tmp` is shared).
+///
+/// ```
+/// let path = switchboard_relay::socket_path("switchboard", "dev.example.app");
+/// assert!(path.ends_with("switchboard/dev.example.app/relay.sock")
+///     || path.to_string_lossy().contains("/switchboard-"));
+/// ```
+pub fn socket_path(prefix: &str, app_id: &str) -> PathBuf {
+    runtime_dir(prefix).join(app_id).join("relay.sock")
+}
+
+/// The per-user directory under which every app of `prefix` has its own.
+pub fn runtime_dir(prefix: &str) -> PathBuf {
+    match std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
+        Some(dir) => PathBuf::from(dir).join(prefix),
+        None => {
+            // SAFETY: getuid(2) has no failure mode.
+            let uid = unsafe { libc::getuid() };
+            PathBuf::from(format!("/tmp/{prefix}-{uid}"))
+        }
+    }
+}
+
+/// Whether `app_id` is usable as a directory name: non-empty, no `/`, not
+/// `.` or `..`, printable ASCII only.
+pub fn valid_app_id(app_id: &str) -> bool {
+    !app_id.is_empty()
+        && app_id.len() <= 128
+        && app_id != "."
+        && app_id != ".."
+        && app_id.bytes().all(|b| b.is_ascii_graphic() && b != b'/')
+}

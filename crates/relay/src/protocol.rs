@@ -1,0 +1,312 @@
+//! The relay protocol's messages and framing: one JSON object a line, at
+//! most [`MAX_LINE`] bytes. See `docs/relay-protocol.md` for the spec.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
+
+/// The protocol version this crate speaks.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// The longest line either side accepts, without its `\n`.
+pub const MAX_LINE: usize = 1024 * 1024;
+
+/// A request id: an integer or a string, chosen by the client.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum RequestId {
+    Number(i64),
+    String(String),
+}
+
+/// Every message of the protocol.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+pub enum Message {
+    /// Client → application, first line of a connection.
+    Hello {
+        protocol: u32,
+        pid: u32,
+        #[serde(default)]
+        client: String,
+    },
+    /// Application → client, the answer to `hello`.
+    Welcome {
+        protocol: u32,
+        app: String,
+        app_id: String,
+    },
+    /// Client → application.
+    Request {
+        id: RequestId,
+        method: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        params: Option<Map<String, Value>>,
+    },
+    /// Application → client: exactly one per request.
+    Response {
+        id: RequestId,
+        #[serde(flatten)]
+        outcome: Outcome,
+    },
+    /// Application → client: something changed (`tools_changed`).
+    Notify { event: String },
+    /// Either direction: a problem with the connection or with a line.
+    Error { message: String },
+}
+
+/// A response's `result` or `error`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    Result(Value),
+    Error(ErrorBody),
+}
+
+/// Why a request could not be routed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+/// The error codes of a `response`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    UnknownMethod,
+    UnknownTool,
+    InvalidRequest,
+    Internal,
+    /// A code this crate does not know (from a newer peer).
+    #[serde(other)]
+    Other,
+}
+
+/// The event of a `notify` telling that the tool list changed.
+pub const TOOLS_CHANGED: &str = "tools_changed";
+
+/// What reading a line produced.
+#[derive(Debug, PartialEq)]
+pub enum Read {
+    /// A well-formed message.
+    Message(Message),
+    /// A line that is not a message; the text says why (for an `error` reply).
+    /// `id` is the request id, when the line was a request with a readable id.
+    Malformed {
+        reason: String,
+        id: Option<RequestId>,
+    },
+    /// The line exceeded [`MAX_LINE`]; the connection must be closed.
+    TooLong,
+    /// The peer closed the connection.
+    Eof,
+}
+
+/// Reads one line (skipping empty ones) and decodes it, never holding more
+/// than [`MAX_LINE`] bytes. `buf` is scratch space reused between calls.
+pub async fn read_message<R: AsyncBufRead + Unpin>(
+    reader: &mut R,
+    buf: &mut Vec<u8>,
+) -> std::io::Result<Read> {
+    loop {
+        buf.clear();
+        let mut too_long = false;
+        let ended = loop {
+            let available = reader.fill_buf().await?;
+            if available.is_empty() {
+                break false;
+            }
+            let (chunk, done) = match available.iter().position(|&b| b == b'\n') {
+                Some(i) => (&available[..i], true),
+                None => (available, false),
+            };
+            let used = chunk.len() + usize::from(done);
+            if buf.len() + chunk.len() > MAX_LINE {
+                too_long = true;
+            } else {
+                buf.extend_from_slice(chunk);
+            }
+            reader.consume(used);
+            if done || too_long {
+                break true;
+            }
+        };
+        if too_long {
+            return Ok(Read::TooLong);
+        }
+        if !ended && buf.is_empty() {
+            return Ok(Read::Eof);
+        }
+        let line = buf.strip_suffix(b"\r").unwrap_or(buf);
+        if line.iter().all(u8::is_ascii_whitespace) {
+            if ended {
+                continue;
+            }
+            return Ok(Read::Eof);
+        }
+        return Ok(decode(line));
+    }
+}
+
+/// Decodes one line (without its `\n`).
+pub fn decode(line: &[u8]) -> Read {
+    match serde_json::from_slice::<Message>(line) {
+        Ok(message) => Read::Message(message),
+        Err(e) => {
+            let value = serde_json::from_slice::<Value>(line).ok();
+            let id = value
+                .as_ref()
+                .filter(|v| v.get("type").and_then(Value::as_str) == Some("request"))
+                .and_then(|v| v.get("id"))
+                .and_then(|id| serde_json::from_value::<RequestId>(id.clone()).ok());
+            let reason = match value {
+                None => format!("the line is not JSON: {e}"),
+                Some(Value::Object(_)) => format!("the line is not a valid relay message: {e}"),
+                Some(_) => "the line is not a JSON object".to_owned(),
+            };
+            Read::Malformed { reason, id }
+        }
+    }
+}
+
+/// Encodes a message as one line, `\n` included.
+pub fn encode(message: &Message) -> Vec<u8> {
+    let mut line = serde_json::to_vec(message).expect("relay messages always serialise");
+    line.push(b'\n');
+    line
+}
+
+/// Writes one message and flushes.
+pub async fn write_message<W: AsyncWrite + Unpin>(
+    writer: &mut W,
+    message: &Message,
+) -> std::io::Result<()> {
+    writer.write_all(&encode(message)).await?;
+    writer.flush().await
+}
+
+impl Message {
+    /// A successful response.
+    pub fn result(id: RequestId, result: Value) -> Self {
+        Message::Response {
+            id,
+            outcome: Outcome::Result(result),
+        }
+    }
+
+    /// An error response.
+    pub fn error_response(id: RequestId, code: ErrorCode, message: impl Into<String>) -> Self {
+        Message::Response {
+            id,
+            outcome: Outcome::Error(ErrorBody {
+                code,
+                message: message.into(),
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    async fn read_all(input: &[u8]) -> Vec<Read> {
+        let mut reader = tokio::io::BufReader::new(input);
+        let mut buf = Vec::new();
+        let mut out = Vec::new();
+        loop {
+            let read = read_message(&mut reader, &mut buf).await.unwrap();
+            let stop = matches!(read, Read::Eof | Read::TooLong);
+            out.push(read);
+            if stop {
+                return out;
+            }
+        }
+    }
+
+    #[test]
+    fn messages_round_trip_in_the_documented_shapes() {
+        let cases = [
+            (
+                Message::Hello {
+                    protocol: 1,
+                    pid: 4242,
+                    client: "shim".into(),
+                },
+                json!({"type":"hello","protocol":1,"pid":4242,"client":"shim"}),
+            ),
+            (
+                Message::Request {
+                    id: RequestId::Number(2),
+                    method: "tools/call".into(),
+                    params: Some(
+                        json!({"name":"t","arguments":{}})
+                            .as_object()
+                            .cloned()
+                            .unwrap(),
+                    ),
+                },
+                json!({"type":"request","id":2,"method":"tools/call","params":{"name":"t","arguments":{}}}),
+            ),
+            (
+                Message::result(RequestId::String("a".into()), json!({"tools":[]})),
+                json!({"type":"response","id":"a","result":{"tools":[]}}),
+            ),
+            (
+                Message::error_response(
+                    RequestId::Number(3),
+                    ErrorCode::UnknownTool,
+                    "no tool named x",
+                ),
+                json!({"type":"response","id":3,"error":{"code":"unknown_tool","message":"no tool named x"}}),
+            ),
+            (
+                Message::Notify {
+                    event: TOOLS_CHANGED.into(),
+                },
+                json!({"type":"notify","event":"tools_changed"}),
+            ),
+        ];
+        for (message, wire) in cases {
+            assert_eq!(serde_json::to_value(&message).unwrap(), wire);
+            assert_eq!(serde_json::from_value::<Message>(wire).unwrap(), message);
+        }
+    }
+
+    #[tokio::test]
+    async fn malformed_lines_are_reported_with_the_request_id_when_readable() {
+        let got = read_all(b"not json\n[1]\n{\"type\":\"request\",\"id\":9}\n\n\r\n{\"type\":\"notify\",\"event\":\"x\",\"extra\":1}\n").await;
+        assert!(
+            matches!(&got[0], Read::Malformed { id: None, reason } if reason.contains("not JSON"))
+        );
+        assert!(
+            matches!(&got[1], Read::Malformed { id: None, reason } if reason.contains("not a JSON object"))
+        );
+        assert!(matches!(
+            &got[2],
+            Read::Malformed {
+                id: Some(RequestId::Number(9)),
+                ..
+            }
+        ));
+        assert_eq!(got[3], Read::Message(Message::Notify { event: "x".into() }));
+        assert_eq!(got[4], Read::Eof);
+    }
+
+    #[tokio::test]
+    async fn a_line_over_the_limit_is_refused_without_buffering_it() {
+        let mut input = vec![b' '; MAX_LINE + 1];
+        input.push(b'\n');
+        let got = read_all(&input).await;
+        assert_eq!(got, [Read::TooLong]);
+        let mut exact = br#"{"type":"error","message":""#.to_vec();
+        exact.resize(MAX_LINE - 2, b'x');
+        exact.extend_from_slice(b"\"}\n");
+        assert!(matches!(
+            read_all(&exact).await[0],
+            Read::Message(Message::Error { .. })
+        ));
+    }
+}
