@@ -5,15 +5,18 @@
 //! - [`serve`] — assembles toolsets and transports and runs until shutdown.
 //! - [`mcp`] — the MCP server handler over the tool registry.
 //! - [`transport`] — stdio, Streamable HTTP, legacy SSE.
+//! - [`shim`] — `switchboard shim`, the stdio MCP relay to an app's socket.
 //!
 //! Exit status: 0 after a clean shutdown, 2 for bad configuration or usage,
 //! 1 for a failure at run time.
 
 mod cli;
 mod config;
+mod lines;
 mod logging;
 mod mcp;
 mod serve;
+mod shim;
 mod transport;
 
 use std::process::ExitCode;
@@ -30,6 +33,15 @@ fn main() -> ExitCode {
             Ok(config) => serve::run(config),
             Err(e) => Err(e.into()),
         },
+        Command::Shim(args) => {
+            if let Some(file) = &args.log_file
+                && let Err(e) = logging::init("info", Some(file))
+            {
+                eprintln!("switchboard shim: {e:#}");
+                return ExitCode::from(2);
+            }
+            shim::run(shim::Target::from_args(&args))
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -9,12 +9,13 @@
 use rmcp::model::{ClientJsonRpcMessage, ErrorCode, ServerJsonRpcMessage};
 use serde_json::Value;
 use tokio::{
-    io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader},
+    io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader},
     sync::mpsc,
 };
 use tokio_util::sync::CancellationToken;
 
 use super::{MAX_MESSAGE_BYTES, error_json, serve_channels};
+use crate::lines::{Line, read_bounded_line, trim_line};
 use crate::mcp::McpServer;
 
 /// Serves `server` on the given byte streams until the client closes its
@@ -101,62 +102,6 @@ async fn read_lines<R: AsyncRead + Unpin>(
     }
 }
 
-enum Line {
-    Complete,
-    TooLong,
-    Eof,
-}
-
-/// Reads one `\n`-terminated line into `buf`, discarding (not buffering) the
-/// rest of a line longer than [`MAX_MESSAGE_BYTES`].
-async fn read_bounded_line<R: AsyncBufReadExt + Unpin>(
-    input: &mut R,
-    buf: &mut Vec<u8>,
-) -> std::io::Result<Line> {
-    let mut too_long = false;
-    loop {
-        let available = input.fill_buf().await?;
-        if available.is_empty() {
-            return Ok(if too_long || !buf.is_empty() {
-                if too_long {
-                    Line::TooLong
-                } else {
-                    Line::Complete
-                }
-            } else {
-                Line::Eof
-            });
-        }
-        let (chunk, done) = match available.iter().position(|&b| b == b'\n') {
-            Some(i) => (&available[..=i], true),
-            None => (available, false),
-        };
-        let used = chunk.len();
-        if !too_long {
-            if buf.len() + used > MAX_MESSAGE_BYTES + 2 {
-                too_long = true;
-                buf.clear();
-            } else {
-                buf.extend_from_slice(chunk);
-            }
-        }
-        input.consume(used);
-        if done {
-            return Ok(if too_long {
-                Line::TooLong
-            } else {
-                Line::Complete
-            });
-        }
-    }
-}
-
-fn trim_line(line: &[u8]) -> &[u8] {
-    let line = line.strip_suffix(b"\n").unwrap_or(line);
-    let line = line.strip_suffix(b"\r").unwrap_or(line);
-    line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line)
-}
-
 /// Parses one message. `Err(Some(reply))` is the error line to send back;
 /// `Err(None)` means a malformed notification, which gets no reply.
 fn parse(text: &[u8]) -> Result<ClientJsonRpcMessage, Option<String>> {
@@ -233,25 +178,5 @@ mod tests {
         );
         let reply = parse(b"[1,2]").unwrap_err().unwrap();
         assert!(reply.contains("-32600"));
-    }
-
-    #[tokio::test]
-    async fn overlong_lines_are_discarded_not_buffered() {
-        let mut data = vec![b'x'; MAX_MESSAGE_BYTES + 10];
-        data.push(b'\n');
-        data.extend_from_slice(b"{}\n");
-        let mut input = BufReader::new(&data[..]);
-        let mut buf = Vec::new();
-        assert!(matches!(
-            read_bounded_line(&mut input, &mut buf).await.unwrap(),
-            Line::TooLong
-        ));
-        assert!(buf.capacity() <= MAX_MESSAGE_BYTES + 64 * 1024);
-        buf.clear();
-        assert!(matches!(
-            read_bounded_line(&mut input, &mut buf).await.unwrap(),
-            Line::Complete
-        ));
-        assert_eq!(trim_line(&buf), b"{}");
     }
 }

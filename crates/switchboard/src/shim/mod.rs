@@ -1,0 +1,340 @@
+//! `switchboard shim`: the stdio MCP server an agent CLI spawns, relaying
+//! `tools/list` and `tools/call` to a running application over its relay
+//! socket (see `docs/relay-protocol.md`).
+//!
+//! The shim answers `initialize`, `ping`, `tools/list` and `tools/call`
+//! itself and never breaks the agent's session: every request gets exactly
+//! one reply, whatever the application does. When the application is away,
+//! `tools/list` serves the last list it saw (cached on disk) and calls fail
+//! with "<app> is not running".
+//!
+//! It is hand-written rather than built on rmcp's server: it runs for every
+//! agent session, so it must start in a few milliseconds and stay small, and
+//! its few methods are simpler to get exactly right directly.
+
+mod upstream;
+
+use std::{
+    path::PathBuf,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::Duration,
+};
+
+use serde_json::{Map, Value, json};
+use tokio::{
+    io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader},
+    sync::mpsc,
+};
+use tokio_util::task::TaskTracker;
+
+use crate::{
+    cli::ShimArgs,
+    lines::{Line, read_bounded_line, trim_line},
+    transport::{MAX_MESSAGE_BYTES, error_json},
+};
+pub use upstream::Timeouts;
+use upstream::{CallFailure, Upstream};
+
+/// Protocol revisions with an `initialize` handshake, oldest first.
+const VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
+
+/// Where the shim finds its application, and how long it waits for it.
+pub struct Target {
+    pub socket: PathBuf,
+    pub cache_file: PathBuf,
+    pub app_id: String,
+    pub timeouts: Timeouts,
+}
+
+impl Target {
+    /// Resolves `--socket`/`--app-id` (default: the switchboard daemon).
+    pub fn from_args(args: &ShimArgs) -> Self {
+        let timeouts = Timeouts {
+            connect: Duration::from_millis(args.connect_timeout_ms),
+            list: Duration::from_millis(args.list_timeout_ms),
+            call: Duration::from_millis(args.call_timeout_ms),
+        };
+        match &args.socket {
+            Some(socket) => {
+                let name = socket.parent().and_then(|d| d.file_name()).map_or_else(
+                    || socket.display().to_string(),
+                    |n| n.to_string_lossy().into_owned(),
+                );
+                let mut cache = socket.clone().into_os_string();
+                cache.push(".tools.json");
+                Self {
+                    socket: socket.clone(),
+                    cache_file: PathBuf::from(cache),
+                    app_id: name,
+                    timeouts,
+                }
+            }
+            None => {
+                let socket =
+                    switchboard_relay::socket_path(switchboard_relay::DEFAULT_PREFIX, &args.app_id);
+                let cache_file = socket.with_file_name("tools-cache.json");
+                Self {
+                    socket,
+                    cache_file,
+                    app_id: args.app_id.clone(),
+                    timeouts,
+                }
+            }
+        }
+    }
+}
+
+/// Runs the shim on stdin/stdout until stdin closes.
+pub fn run(target: Target) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(serve(target, tokio::io::stdin(), tokio::io::stdout()));
+    Ok(())
+}
+
+/// Serves one MCP client on `input`/`output`.
+pub async fn serve<R, W>(target: Target, input: R, output: W)
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let (out, lines) = mpsc::unbounded_channel::<String>();
+    let writer = tokio::spawn(write_lines(output, lines));
+    let (changed_tx, mut changed) = mpsc::unbounded_channel();
+    let upstream = Upstream::new(
+        target.socket,
+        target.cache_file,
+        target.app_id,
+        target.timeouts,
+        changed_tx,
+    );
+    let initialized = Arc::new(AtomicBool::new(false));
+    {
+        let (out, initialized) = (out.clone(), initialized.clone());
+        tokio::spawn(async move {
+            while changed.recv().await.is_some() {
+                if initialized.load(Ordering::Acquire) {
+                    let _ = out.send(
+                        json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+                            .to_string(),
+                    );
+                }
+            }
+        });
+    }
+    tokio::spawn(upstream.clone().watch());
+
+    let in_flight = TaskTracker::new();
+    let mut input = BufReader::with_capacity(64 * 1024, input);
+    let mut buf = Vec::with_capacity(8 * 1024);
+    loop {
+        buf.clear();
+        match read_bounded_line(&mut input, &mut buf).await {
+            Ok(Line::Complete) => {}
+            Ok(Line::TooLong) => {
+                let _ = out.send(error_json(
+                    Value::Null,
+                    -32600,
+                    &format!("message exceeds {MAX_MESSAGE_BYTES} bytes and was discarded"),
+                ));
+                continue;
+            }
+            Ok(Line::Eof) | Err(_) => break,
+        }
+        let text = trim_line(&buf);
+        if text.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let message = match serde_json::from_slice::<Value>(text) {
+            Ok(Value::Object(message)) => message,
+            Ok(_) => {
+                let _ = out.send(error_json(
+                    Value::Null,
+                    -32600,
+                    "invalid request: not a JSON object",
+                ));
+                continue;
+            }
+            Err(e) => {
+                let _ = out.send(error_json(
+                    Value::Null,
+                    -32700,
+                    &format!("parse error: {e}"),
+                ));
+                continue;
+            }
+        };
+        let id = message.get("id").cloned();
+        let Some(method) = message
+            .get("method")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+        else {
+            // A response (the shim never asks the client anything) or junk.
+            if id.is_some() && !message.contains_key("result") && !message.contains_key("error") {
+                let _ = out.send(error_json(
+                    id.unwrap_or(Value::Null),
+                    -32600,
+                    "invalid request: no method",
+                ));
+            }
+            continue;
+        };
+        let Some(id) = id.filter(|id| id.is_number() || id.is_string()) else {
+            if method == "notifications/initialized" {
+                initialized.store(true, Ordering::Release);
+            }
+            continue; // notifications get no reply
+        };
+        let params = match message.get("params") {
+            None | Some(Value::Null) => Map::new(),
+            Some(Value::Object(params)) => params.clone(),
+            Some(_) => {
+                let _ = out.send(error_json(
+                    id,
+                    -32602,
+                    "invalid params: params must be an object",
+                ));
+                continue;
+            }
+        };
+        let (upstream, out, initialized) = (upstream.clone(), out.clone(), initialized.clone());
+        in_flight.spawn(async move {
+            let reply = match handle(&upstream, &method, params, &initialized).await {
+                Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string(),
+                Err((code, message)) => error_json(id, code, &message),
+            };
+            let _ = out.send(reply);
+        });
+    }
+    // The client closed stdin: finish what is in flight, then stop.
+    in_flight.close();
+    let longest = target.timeouts.call.max(Duration::from_secs(1)) + target.timeouts.connect;
+    let _ = tokio::time::timeout(longest, in_flight.wait()).await;
+    let _ = out.send(String::new());
+    let _ = tokio::time::timeout(Duration::from_secs(2), writer).await;
+}
+
+type Reply = Result<Value, (i32, String)>;
+
+async fn handle(
+    upstream: &Arc<Upstream>,
+    method: &str,
+    params: Map<String, Value>,
+    initialized: &AtomicBool,
+) -> Reply {
+    match method {
+        "initialize" => {
+            let requested = params
+                .get("protocolVersion")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            let version = VERSIONS
+                .iter()
+                .find(|v| **v == requested)
+                .unwrap_or(&VERSIONS[VERSIONS.len() - 1]);
+            // Some hosts never send notifications/initialized.
+            initialized.store(true, Ordering::Release);
+            Ok(json!({
+                "protocolVersion": version,
+                "capabilities": {"tools": {"listChanged": true}},
+                "serverInfo": {"name": "switchboard-shim", "version": env!("CARGO_PKG_VERSION")},
+                "instructions": format!("Tools of {}, relayed by switchboard.", upstream.app_name()),
+            }))
+        }
+        "ping" => Ok(json!({})),
+        "tools/list" => {
+            let tools: Vec<Value> = upstream
+                .list()
+                .await
+                .into_iter()
+                .map(strip_relay_fields)
+                .collect();
+            Ok(json!({"tools": tools}))
+        }
+        "tools/call" => {
+            let Some(name) = params.get("name").and_then(Value::as_str) else {
+                return Err((
+                    -32602,
+                    "invalid params: tools/call needs a string name".into(),
+                ));
+            };
+            let arguments = match params.get("arguments") {
+                None | Some(Value::Null) => Map::new(),
+                Some(Value::Object(arguments)) => arguments.clone(),
+                Some(_) => {
+                    return Err((-32602, "invalid params: arguments must be an object".into()));
+                }
+            };
+            let app = upstream.app_name();
+            match upstream.call(name, arguments).await {
+                Ok(result) if result.is_object() => Ok(result),
+                Ok(_) => Ok(tool_error(&format!(
+                    "{app} returned a malformed result for {name}"
+                ))),
+                Err(CallFailure::Absent) => Ok(tool_error(&format!(
+                    "{app} is not running; start it and try again"
+                ))),
+                Err(CallFailure::TimedOut) => Ok(tool_error(&format!(
+                    "{app} did not respond in time; the call may still have run"
+                ))),
+                Err(CallFailure::Broken(reason)) => Ok(tool_error(&format!(
+                    "{app} dropped the connection during the call ({reason}); the call may have run"
+                ))),
+                Err(CallFailure::UnknownTool(message)) => {
+                    Err((-32602, format!("unknown tool {name:?}: {message}")))
+                }
+                Err(CallFailure::Refused(message)) => {
+                    Ok(tool_error(&format!("{app} refused the call: {message}")))
+                }
+            }
+        }
+        _ => Err((-32601, format!("method not found: {method}"))),
+    }
+}
+
+fn tool_error(text: &str) -> Value {
+    json!({"content": [{"type": "text", "text": text}], "isError": true})
+}
+
+/// Removes relay-only fields (`timeout_ms`) from a tool definition.
+fn strip_relay_fields(mut tool: Value) -> Value {
+    if let Some(object) = tool.as_object_mut() {
+        object.remove("timeout_ms");
+    }
+    tool
+}
+
+/// Owns stdout; an empty line means "done". If the client has gone (stdout
+/// closed), the shim has no one to serve: it exits at once, quietly.
+async fn write_lines<W: AsyncWrite + Unpin>(
+    mut output: W,
+    mut lines: mpsc::UnboundedReceiver<String>,
+) {
+    let mut batch = String::new();
+    while let Some(line) = lines.recv().await {
+        let mut done = line.is_empty();
+        batch.clear();
+        if !done {
+            batch.push_str(&line);
+            batch.push('\n');
+        }
+        while !done && let Ok(more) = lines.try_recv() {
+            done = more.is_empty();
+            if !done {
+                batch.push_str(&more);
+                batch.push('\n');
+            }
+        }
+        if output.write_all(batch.as_bytes()).await.is_err() || output.flush().await.is_err() {
+            std::process::exit(0);
+        }
+        if done {
+            return;
+        }
+    }
+}

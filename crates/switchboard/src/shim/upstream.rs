@@ -1,0 +1,294 @@
+//! The shim's side of the application: one lazily dialled relay link, the
+//! cached tool list, and a watcher that notices the application appearing or
+//! changing its tools.
+//!
+//! Requests never retry: a request that fails drops the link, and the next
+//! request (or the watcher) dials again — that is what heals an application
+//! restart.
+
+use std::{
+    path::{Path, PathBuf},
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use switchboard_relay::{
+    client::{Event, Link, LinkError},
+    protocol::{ErrorCode, TOOLS_CHANGED},
+};
+use tokio::sync::mpsc;
+
+const CLIENT_NAME: &str = concat!("switchboard-shim ", env!("CARGO_PKG_VERSION"));
+/// How often the watcher looks for an absent application.
+const WATCH_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Timeouts for talking to the application.
+#[derive(Debug, Clone, Copy)]
+pub struct Timeouts {
+    pub connect: Duration,
+    pub list: Duration,
+    pub call: Duration,
+}
+
+/// What the shim last learnt from the application, kept on disk so a new
+/// shim can answer `tools/list` while the application is away.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Snapshot {
+    /// The application's display name (from its `welcome`).
+    pub app: Option<String>,
+    /// Tool definitions as the application sent them (with `timeout_ms`).
+    pub tools: Vec<Value>,
+}
+
+/// Why a call did not produce a tool result.
+#[derive(Debug)]
+pub enum CallFailure {
+    /// The application is not running (cannot be reached).
+    Absent,
+    /// No answer in time; the call may have run.
+    TimedOut,
+    /// The connection broke while waiting.
+    Broken(String),
+    /// The application says there is no such tool.
+    UnknownTool(String),
+    /// The application refused the request for another reason.
+    Refused(String),
+}
+
+/// The application behind the shim.
+pub struct Upstream {
+    socket: PathBuf,
+    cache_file: PathBuf,
+    fallback_name: String,
+    timeouts: Timeouts,
+    link: tokio::sync::Mutex<Option<Arc<Link>>>,
+    snapshot: Mutex<Snapshot>,
+    /// The events of the newest link, for the watcher to follow.
+    events: Mutex<Option<mpsc::UnboundedReceiver<Event>>>,
+    /// Tells the MCP side to send `notifications/tools/list_changed`.
+    changed: mpsc::UnboundedSender<()>,
+}
+
+impl Upstream {
+    pub fn new(
+        socket: PathBuf,
+        cache_file: PathBuf,
+        fallback_name: String,
+        timeouts: Timeouts,
+        changed: mpsc::UnboundedSender<()>,
+    ) -> Arc<Self> {
+        let snapshot = read_cache(&cache_file).unwrap_or_default();
+        Arc::new(Self {
+            socket,
+            cache_file,
+            fallback_name,
+            timeouts,
+            link: tokio::sync::Mutex::new(None),
+            snapshot: Mutex::new(snapshot),
+            events: Mutex::new(None),
+            changed,
+        })
+    }
+
+    /// The name to show in messages: from the application, else the id.
+    pub fn app_name(&self) -> String {
+        self.snapshot
+            .lock()
+            .expect("snapshot lock")
+            .app
+            .clone()
+            .unwrap_or_else(|| self.fallback_name.clone())
+    }
+
+    /// The live link, dialling one if there is none.
+    async fn link(self: &Arc<Self>) -> Result<Arc<Link>, LinkError> {
+        let mut slot = self.link.lock().await;
+        if let Some(link) = slot.as_ref()
+            && !link.is_closed()
+        {
+            return Ok(link.clone());
+        }
+        let (link, events) =
+            Link::connect(&self.socket, self.timeouts.connect, CLIENT_NAME).await?;
+        let link = Arc::new(link);
+        *slot = Some(link.clone());
+        *self.events.lock().expect("events lock") = Some(events);
+        Ok(link)
+    }
+
+    /// Forgets `link` after a failure, so the next request dials afresh.
+    async fn drop_link(&self, link: &Arc<Link>) {
+        let mut slot = self.link.lock().await;
+        if slot.as_ref().is_some_and(|l| Arc::ptr_eq(l, link)) {
+            *slot = None;
+        }
+    }
+
+    /// The application's tools, fetched now; on failure the last known list.
+    /// Tells the MCP side when the list differs from the last one.
+    pub async fn list(self: &Arc<Self>) -> Vec<Value> {
+        match self.fetch_list().await {
+            Ok((tools, changed)) => {
+                if changed {
+                    let _ = self.changed.send(());
+                }
+                tools
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "tools/list from cache");
+                self.snapshot.lock().expect("snapshot lock").tools.clone()
+            }
+        }
+    }
+
+    /// Fetches the list; true when it differs from the last one.
+    async fn fetch_list(self: &Arc<Self>) -> Result<(Vec<Value>, bool), LinkError> {
+        let link = self.link().await?;
+        let result = match link.request("tools/list", None, self.timeouts.list).await {
+            Ok(result) => result,
+            Err(e) => {
+                self.drop_link(&link).await;
+                return Err(e);
+            }
+        };
+        let tools = match result.get("tools").and_then(Value::as_array) {
+            Some(tools) => tools.clone(),
+            None => {
+                self.drop_link(&link).await;
+                return Err(LinkError::Closed(
+                    "the application's tools/list result has no tools array".into(),
+                ));
+            }
+        };
+        let app = link.welcome().map(|w| w.app);
+        let changed = {
+            let mut snapshot = self.snapshot.lock().expect("snapshot lock");
+            let changed = snapshot.tools != tools;
+            snapshot.tools = tools.clone();
+            if app.is_some() {
+                snapshot.app = app;
+            }
+            if changed {
+                write_cache(&self.cache_file, &snapshot);
+            }
+            changed
+        };
+        Ok((tools, changed))
+    }
+
+    /// The call timeout for `tool`: its `timeout_ms` if it declares a longer one.
+    fn call_timeout(&self, tool: &str) -> Duration {
+        let snapshot = self.snapshot.lock().expect("snapshot lock");
+        snapshot
+            .tools
+            .iter()
+            .find(|t| t.get("name").and_then(Value::as_str) == Some(tool))
+            .and_then(|t| t.get("timeout_ms"))
+            .and_then(Value::as_u64)
+            .map(Duration::from_millis)
+            .map_or(self.timeouts.call, |declared| {
+                declared.max(self.timeouts.call)
+            })
+    }
+
+    /// Calls `tool` on the application.
+    pub async fn call(
+        self: &Arc<Self>,
+        tool: &str,
+        arguments: Map<String, Value>,
+    ) -> Result<Value, CallFailure> {
+        let link = match self.link().await {
+            Ok(link) => link,
+            Err(e) => {
+                tracing::debug!(error = %e, "the application is not reachable");
+                return Err(CallFailure::Absent);
+            }
+        };
+        let mut params = Map::new();
+        params.insert("name".into(), Value::String(tool.to_owned()));
+        params.insert("arguments".into(), Value::Object(arguments));
+        match link
+            .request("tools/call", Some(params), self.call_timeout(tool))
+            .await
+        {
+            Ok(result) => Ok(result),
+            Err(LinkError::Remote(body)) => Err(match body.code {
+                ErrorCode::UnknownTool => CallFailure::UnknownTool(body.message),
+                _ => CallFailure::Refused(body.message),
+            }),
+            Err(e) => {
+                self.drop_link(&link).await;
+                Err(match e {
+                    LinkError::Timeout(_) => CallFailure::TimedOut,
+                    LinkError::Connect { .. } => CallFailure::Absent,
+                    other => CallFailure::Broken(other.to_string()),
+                })
+            }
+        }
+    }
+
+    /// Keeps a link to the application when it is running, so that its
+    /// appearance and its tool changes are noticed (and announced) without
+    /// waiting for the agent to ask.
+    pub async fn watch(self: Arc<Self>) {
+        let mut present = false;
+        loop {
+            let up = self.link().await.is_ok();
+            if up && !present {
+                // It (re)appeared: refresh, and announce even an unchanged list,
+                // since a host may have read an empty one meanwhile.
+                if self.fetch_list().await.is_ok() {
+                    let _ = self.changed.send(());
+                }
+            }
+            present = up;
+            let events = if up {
+                self.events.lock().expect("events lock").take()
+            } else {
+                None
+            };
+            match events {
+                // Follow the link until it closes, then look again.
+                Some(mut events) => {
+                    while let Some(event) = events.recv().await {
+                        match event {
+                            Event::Notify(name) if name == TOOLS_CHANGED => {
+                                self.list().await;
+                            }
+                            Event::Notify(_) => {}
+                            Event::Closed(reason) => {
+                                tracing::debug!(%reason, "relay link closed");
+                                break;
+                            }
+                        }
+                    }
+                    // A link that closed means the application may be gone or
+                    // restarting: its return counts as an appearance.
+                    present = false;
+                }
+                None => tokio::time::sleep(WATCH_INTERVAL).await,
+            }
+        }
+    }
+}
+
+fn read_cache(path: &Path) -> Option<Snapshot> {
+    let text = std::fs::read_to_string(path).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
+/// Writes the snapshot atomically (temp file + rename), best effort.
+fn write_cache(path: &Path, snapshot: &Snapshot) {
+    let Some(dir) = path.parent() else { return };
+    let result = (|| -> std::io::Result<()> {
+        std::fs::create_dir_all(dir)?;
+        let tmp = dir.join(format!(".tools-cache.{}.tmp", std::process::id()));
+        std::fs::write(&tmp, serde_json::to_vec(snapshot).unwrap_or_default())?;
+        std::fs::rename(&tmp, path)
+    })();
+    if let Err(e) = result {
+        tracing::warn!(path = %path.display(), error = %e, "cannot write the tool cache");
+    }
+}
