@@ -24,6 +24,46 @@ pub enum Command {
     Serve(ServeArgs),
     /// The stdio MCP server an agent CLI spawns: relays tools of a running app.
     Shim(ShimArgs),
+    /// Print a channel's recent messages, then follow it live.
+    Tail(TailArgs),
+    /// Post a message to a channel.
+    Say(SayArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct TailArgs {
+    /// The channel, e.g. #general.
+    pub channel: String,
+    /// How many recent messages to print first (1-500).
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=500))]
+    pub limit: u32,
+    /// Print the history and exit.
+    #[arg(long)]
+    pub no_follow: bool,
+    /// The daemon's relay socket (default: its standard path).
+    #[arg(long, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct SayArgs {
+    /// The channel, e.g. #general.
+    pub channel: String,
+    /// The text; each line is sent as one message.
+    pub text: String,
+    /// The nick to speak as.
+    #[arg(long = "as", value_name = "NICK")]
+    pub nick: String,
+    /// The daemon's relay socket (default: its standard path).
+    #[arg(long, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+}
+
+/// The daemon's relay socket: `--socket`, or the standard path.
+pub fn daemon_socket(socket: &Option<PathBuf>) -> PathBuf {
+    socket.clone().unwrap_or_else(|| {
+        switchboard_relay::socket_path(switchboard_relay::DEFAULT_PREFIX, DAEMON_APP_ID)
+    })
 }
 
 #[derive(Debug, Args)]

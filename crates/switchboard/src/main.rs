@@ -6,6 +6,7 @@
 //! - [`mcp`] — the MCP server handler over the tool registry.
 //! - [`transport`] — stdio, Streamable HTTP, legacy SSE.
 //! - [`shim`] — `switchboard shim`, the stdio MCP relay to an app's socket.
+//! - [`terminal`] — `switchboard tail` and `say`, for a human at a terminal.
 //!
 //! Exit status: 0 after a clean shutdown, 2 for bad configuration or usage,
 //! 1 for a failure at run time.
@@ -17,6 +18,7 @@ mod logging;
 mod mcp;
 mod serve;
 mod shim;
+mod terminal;
 mod transport;
 
 use std::process::ExitCode;
@@ -24,6 +26,16 @@ use std::process::ExitCode;
 use clap::Parser;
 
 use crate::{cli::Command, config::ConfigError};
+
+/// Runs a small client command on a single-threaded runtime.
+fn current_thread(
+    task: impl std::future::Future<Output = anyhow::Result<()>>,
+) -> anyhow::Result<()> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?
+        .block_on(task)
+}
 
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
@@ -42,6 +54,18 @@ fn main() -> ExitCode {
             }
             shim::run(shim::Target::from_args(&args))
         }
+        Command::Tail(args) => current_thread(terminal::tail(
+            cli::daemon_socket(&args.socket),
+            args.channel,
+            args.limit,
+            !args.no_follow,
+        )),
+        Command::Say(args) => current_thread(terminal::say(
+            cli::daemon_socket(&args.socket),
+            args.channel,
+            args.text,
+            args.nick,
+        )),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,158 @@
+//! A human at a terminal, through the daemon's relay socket:
+//! `switchboard tail #channel` prints a channel's history and then follows
+//! it live; `switchboard say #channel TEXT --as NICK` posts to it. Both are
+//! plain relay clients calling the chat tools, so they work on the local hub
+//! and on IRC alike.
+
+use std::{io::Write, path::PathBuf, time::Duration};
+
+use anyhow::{Context, bail};
+use chrono::{DateTime, Utc};
+use serde_json::{Map, Value, json};
+use switchboard_relay::client::{Link, LinkError};
+
+const CLIENT: &str = concat!("switchboard-terminal ", env!("CARGO_PKG_VERSION"));
+const CONNECT: Duration = Duration::from_secs(1);
+const CALL: Duration = Duration::from_secs(15);
+/// `wait_for_messages` blocks up to 50 s; allow for the round trip.
+const WAIT_S: u64 = 50;
+const WAIT_CALL: Duration = Duration::from_secs(WAIT_S + 10);
+
+async fn connect(socket: &PathBuf) -> anyhow::Result<Link> {
+    let (link, _events) = Link::connect(socket, CONNECT, CLIENT)
+        .await
+        .with_context(|| {
+            format!(
+                "switchboard is not running (no relay socket at {}); start `switchboard serve`",
+                socket.display()
+            )
+        })?;
+    Ok(link)
+}
+
+async fn call(
+    link: &Link,
+    tool: &str,
+    arguments: Value,
+    timeout: Duration,
+) -> Result<Value, LinkError> {
+    let mut params = Map::new();
+    params.insert("name".into(), Value::String(tool.into()));
+    params.insert("arguments".into(), arguments);
+    link.request("tools/call", Some(params), timeout).await
+}
+
+/// The text of a tool result, and whether it is an error.
+fn outcome(result: &Value) -> (String, bool) {
+    let text = result["content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["text"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n");
+    (text, result["isError"].as_bool().unwrap_or(false))
+}
+
+/// Prints `messages` (as returned, newest first) oldest first; returns the
+/// newest time.
+fn print_messages(messages: &[Value], out: &mut impl Write) -> std::io::Result<Option<String>> {
+    for message in messages.iter().rev() {
+        let time = message["time"].as_str().unwrap_or_default();
+        let clock = DateTime::parse_from_rfc3339(time)
+            .map(|t| t.with_timezone(&Utc).format("%H:%M:%S").to_string())
+            .unwrap_or_else(|_| "--:--:--".into());
+        writeln!(
+            out,
+            "[{clock}] <{}> {}",
+            message["nick"].as_str().unwrap_or("?"),
+            message["text"].as_str().unwrap_or_default()
+        )?;
+    }
+    out.flush()?;
+    Ok(messages
+        .first()
+        .and_then(|m| m["time"].as_str())
+        .map(str::to_owned))
+}
+
+/// `switchboard tail`.
+pub async fn tail(
+    socket: PathBuf,
+    channel: String,
+    limit: u32,
+    follow: bool,
+) -> anyhow::Result<()> {
+    let mut link = connect(&socket).await?;
+    let result = call(
+        &link,
+        "read_messages",
+        json!({"channel": channel, "limit": limit}),
+        CALL,
+    )
+    .await?;
+    let (text, failed) = outcome(&result);
+    if failed {
+        bail!("{text}");
+    }
+    let mut stdout = std::io::stdout().lock();
+    let messages = result["structuredContent"]["messages"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let mut since =
+        print_messages(&messages, &mut stdout)?.unwrap_or_else(|| Utc::now().to_rfc3339());
+    drop(stdout);
+    while follow {
+        let arguments = json!({"channel": channel, "since": since, "timeout_s": WAIT_S});
+        match call(&link, "wait_for_messages", arguments, WAIT_CALL).await {
+            Ok(result) => {
+                let (text, failed) = outcome(&result);
+                if failed {
+                    bail!("{text}");
+                }
+                let messages = result["structuredContent"]["messages"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default();
+                if let Some(newest) = print_messages(&messages, &mut std::io::stdout().lock())? {
+                    since = newest;
+                }
+            }
+            Err(e) => {
+                // The daemon restarted or went away: keep following once it is back.
+                eprintln!("switchboard tail: {e}; reconnecting…");
+                link = loop {
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    if let Ok(link) = connect(&socket).await {
+                        break link;
+                    }
+                };
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `switchboard say`.
+pub async fn say(
+    socket: PathBuf,
+    channel: String,
+    text: String,
+    nick: String,
+) -> anyhow::Result<()> {
+    let link = connect(&socket).await?;
+    let result = call(
+        &link,
+        "send_message",
+        json!({"channel": channel, "text": text, "sender": nick}),
+        CALL,
+    )
+    .await?;
+    let (text, failed) = outcome(&result);
+    if failed {
+        bail!("{text}");
+    }
+    println!("{text}");
+    Ok(())
+}
