@@ -4,7 +4,11 @@
 //! plain relay clients calling the chat tools, so they work on the local hub
 //! and on IRC alike.
 
-use std::{io::Write, path::PathBuf, time::Duration};
+use std::{
+    io::Write,
+    path::{Path, PathBuf},
+    time::Duration,
+};
 
 use anyhow::{Context, bail};
 use chrono::{DateTime, Utc};
@@ -18,7 +22,7 @@ const CALL: Duration = Duration::from_secs(15);
 const WAIT_S: u64 = 50;
 const WAIT_CALL: Duration = Duration::from_secs(WAIT_S + 10);
 
-async fn connect(socket: &PathBuf) -> anyhow::Result<Link> {
+async fn connect(socket: &Path) -> anyhow::Result<Link> {
     let (link, _events) = Link::connect(socket, CONNECT, CLIENT)
         .await
         .with_context(|| {
@@ -103,7 +107,10 @@ pub async fn tail(
     let mut since =
         print_messages(&messages, &mut stdout)?.unwrap_or_else(|| Utc::now().to_rfc3339());
     drop(stdout);
-    while follow {
+    if !follow {
+        return Ok(());
+    }
+    loop {
         let arguments = json!({"channel": channel, "since": since, "timeout_s": WAIT_S});
         match call(&link, "wait_for_messages", arguments, WAIT_CALL).await {
             Ok(result) => {
@@ -131,7 +138,6 @@ pub async fn tail(
             }
         }
     }
-    Ok(())
 }
 
 /// `switchboard say`.
