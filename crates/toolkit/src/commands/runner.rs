@@ -1,0 +1,394 @@
+//! Running one command: no shell, no terminal, no inherited environment,
+//! bounded in time and in output, and nothing left behind.
+//!
+//! - The child starts in a **new session** (`setsid`), which also makes it
+//!   the leader of a new process group. Its group can then be signalled as a
+//!   whole, and it has no controlling terminal: a CLI that prompts on
+//!   `/dev/tty` (git, ssh, npm login) fails at once instead of stopping the
+//!   server's terminal job or waiting forever.
+//! - **stdin is `/dev/null`**: a CLI that prompts on stdin reads EOF.
+//! - The **environment** is exactly what the caller passes (the allow-list
+//!   and the declared variables): it starts empty.
+//! - **Output**: stdout and stderr are read as they arrive, interleaved, into
+//!   one buffer that keeps the last `max_output` bytes and counts the rest.
+//! - **Timeout**: the group gets SIGTERM, then SIGKILL after the grace
+//!   period. The leader is only reaped after that, so its pid — the group's
+//!   id — cannot have been reused by an unrelated process in between.
+//! - **Cancellation**: if the call is dropped while the command runs, the
+//!   whole group gets SIGKILL.
+//!
+//! A command that exits normally is not signalled: a CLI that starts
+//! services in the background (`imq ctl start`) keeps them running.
+
+use std::{
+    io,
+    os::unix::{fs::PermissionsExt, process::ExitStatusExt},
+    path::{Path, PathBuf},
+    process::Stdio,
+    time::Duration,
+};
+
+use tokio::{
+    io::{AsyncRead, AsyncReadExt},
+    time::Instant,
+};
+
+/// How long to keep reading after SIGKILL for pipes held open by a process
+/// that left the group.
+const DRAIN_AFTER_KILL: Duration = Duration::from_millis(500);
+/// The longest pause between checks for the leader's exit.
+const MAX_POLL: Duration = Duration::from_millis(50);
+
+/// One command to run.
+pub(crate) struct Invocation<'a> {
+    /// An absolute path (see [`find_program`]).
+    pub(crate) program: &'a Path,
+    pub(crate) args: &'a [String],
+    /// The child's whole environment.
+    pub(crate) env: &'a [(String, String)],
+    /// The working directory; `None` keeps switchboard's.
+    pub(crate) cwd: Option<&'a Path>,
+    pub(crate) timeout: Duration,
+    /// Time between SIGTERM and SIGKILL after a timeout.
+    pub(crate) grace: Duration,
+    /// Bytes of output kept (the tail).
+    pub(crate) max_output: usize,
+}
+
+/// How a command ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ending {
+    /// It exited with this code.
+    Exited(i32),
+    /// A signal it did not expect killed it.
+    Signalled(i32),
+    /// It ran past the timeout and its process group was killed.
+    TimedOut,
+}
+
+/// A finished command.
+#[derive(Debug)]
+pub(crate) struct Finished {
+    pub(crate) ending: Ending,
+    /// The tail of stdout and stderr, interleaved as they arrived.
+    pub(crate) output: String,
+    /// Bytes of output dropped from the start.
+    pub(crate) dropped: u64,
+}
+
+/// Runs `inv` to the end. Fails only when the program cannot be started.
+pub(crate) async fn run(inv: Invocation<'_>) -> io::Result<Finished> {
+    let mut command = tokio::process::Command::new(inv.program);
+    command
+        .args(inv.args)
+        .env_clear()
+        .envs(inv.env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    if let Some(cwd) = inv.cwd {
+        command.current_dir(cwd);
+    }
+    // SAFETY: the closure runs in the forked child before exec; it only calls
+    // setsid(2), which is async-signal-safe, and allocates nothing.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::setsid() == -1 {
+                Err(io::Error::last_os_error())
+            } else {
+                Ok(())
+            }
+        });
+    }
+    let mut child = command.spawn()?;
+    let pid = child
+        .id()
+        .and_then(|id| libc::pid_t::try_from(id).ok())
+        .ok_or_else(|| io::Error::other("the child has no process id"))?;
+    let mut group = GroupGuard { pgid: pid };
+    let mut pipes = Pipes {
+        stdout: child.stdout.take(),
+        stderr: child.stderr.take(),
+        tail: Tail::new(inv.max_output),
+    };
+
+    let finished = pipes.pump(pid, Instant::now() + inv.timeout).await;
+    if !finished {
+        group.signal(libc::SIGTERM);
+        pipes.pump(pid, Instant::now() + inv.grace).await;
+        // Always, even if the leader is gone: a member may ignore SIGTERM.
+        // The leader is not reaped yet, so the group id is still ours.
+        group.signal(libc::SIGKILL);
+        pipes.pump(pid, Instant::now() + DRAIN_AFTER_KILL).await;
+    }
+    group.disarm();
+    let status = child.wait().await?;
+    let (output, dropped) = pipes.tail.finish();
+    let ending = if !finished {
+        Ending::TimedOut
+    } else if let Some(code) = status.code() {
+        Ending::Exited(code)
+    } else {
+        Ending::Signalled(status.signal().unwrap_or(0))
+    };
+    Ok(Finished {
+        ending,
+        output,
+        dropped,
+    })
+}
+
+/// Looks `program` up as `execvp` would with the child's `PATH`, skipping
+/// empty and relative entries; a name containing `/` is a path from `base`.
+/// Only executable regular files count.
+pub(crate) fn find_program(program: &str, path_var: Option<&str>, base: &Path) -> Option<PathBuf> {
+    if program.contains('/') {
+        let path = base.join(program);
+        return is_executable(&path).then_some(path);
+    }
+    path_var?
+        .split(':')
+        .map(Path::new)
+        .filter(|dir| dir.is_absolute())
+        .map(|dir| dir.join(program))
+        .find(|candidate| is_executable(candidate))
+}
+
+fn is_executable(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// Kills the process group on drop unless disarmed, so a cancelled call
+/// leaves nothing running.
+struct GroupGuard {
+    pgid: libc::pid_t,
+}
+
+impl GroupGuard {
+    fn signal(&self, signal: libc::c_int) {
+        if self.pgid > 0 {
+            // SAFETY: killpg has no memory-safety preconditions; ESRCH (the
+            // group is already empty) is the only expected error.
+            unsafe {
+                libc::killpg(self.pgid, signal);
+            }
+        }
+    }
+
+    fn disarm(&mut self) {
+        self.pgid = 0;
+    }
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        self.signal(libc::SIGKILL);
+    }
+}
+
+/// Whether the leader has exited, without reaping it (`WNOWAIT`), so that
+/// its pid stays reserved while the group may still be signalled.
+fn leader_exited(pid: libc::pid_t) -> bool {
+    loop {
+        // SAFETY: an all-zero siginfo_t is a valid value for waitid to fill.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: `info` is a valid, writable siginfo_t.
+        let rc = unsafe {
+            libc::waitid(
+                libc::P_PID,
+                pid as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+            )
+        };
+        if rc == 0 {
+            // SAFETY: waitid succeeded, so si_pid is initialised (0 when the
+            // child has not changed state).
+            return unsafe { info.si_pid() } != 0;
+        }
+        if io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            // ECHILD: already reaped, so certainly exited.
+            return true;
+        }
+    }
+}
+
+struct Pipes {
+    stdout: Option<tokio::process::ChildStdout>,
+    stderr: Option<tokio::process::ChildStderr>,
+    tail: Tail,
+}
+
+impl Pipes {
+    /// Reads output until the leader has exited and both pipes are closed
+    /// (`true`), or until `deadline` (`false`).
+    async fn pump(&mut self, pid: libc::pid_t, deadline: Instant) -> bool {
+        let mut exited = leader_exited(pid);
+        let mut poll = Duration::from_millis(2);
+        let mut out_buf = [0u8; 8192];
+        let mut err_buf = [0u8; 8192];
+        loop {
+            if exited && self.stdout.is_none() && self.stderr.is_none() {
+                return true;
+            }
+            let event = tokio::select! {
+                r = read_some(&mut self.stdout, &mut out_buf) => Event::Stdout(r),
+                r = read_some(&mut self.stderr, &mut err_buf) => Event::Stderr(r),
+                () = tokio::time::sleep(poll), if !exited => Event::Poll,
+                () = tokio::time::sleep_until(deadline) => return false,
+            };
+            match event {
+                Event::Stdout(Ok(n)) if n > 0 => self.tail.push(&out_buf[..n]),
+                Event::Stdout(_) => self.stdout = None,
+                Event::Stderr(Ok(n)) if n > 0 => self.tail.push(&err_buf[..n]),
+                Event::Stderr(_) => self.stderr = None,
+                Event::Poll => {
+                    exited = leader_exited(pid);
+                    poll = (poll * 2).min(MAX_POLL);
+                }
+            }
+        }
+    }
+}
+
+enum Event {
+    Stdout(io::Result<usize>),
+    Stderr(io::Result<usize>),
+    Poll,
+}
+
+/// Reads from an open pipe; never completes for a closed one.
+async fn read_some<R: AsyncRead + Unpin>(
+    pipe: &mut Option<R>,
+    buf: &mut [u8],
+) -> io::Result<usize> {
+    match pipe {
+        Some(pipe) => pipe.read(buf).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The last `cap` bytes of a stream, and how many came before them.
+pub(crate) struct Tail {
+    buf: Vec<u8>,
+    cap: usize,
+    dropped: u64,
+}
+
+impl Tail {
+    pub(crate) fn new(cap: usize) -> Self {
+        Self {
+            buf: Vec::new(),
+            cap,
+            dropped: 0,
+        }
+    }
+
+    pub(crate) fn push(&mut self, data: &[u8]) {
+        self.buf.extend_from_slice(data);
+        // Compact once the slack reaches the cap: amortised O(1) per byte.
+        if self.buf.len() >= self.cap.saturating_mul(2).max(8192) {
+            self.trim_to(self.cap);
+        }
+    }
+
+    fn trim_to(&mut self, cap: usize) {
+        if self.buf.len() > cap {
+            let excess = self.buf.len() - cap;
+            self.buf.drain(..excess);
+            self.dropped += excess as u64;
+        }
+    }
+
+    /// The kept text (lossy UTF-8, never starting mid-character after a cut)
+    /// and the number of bytes dropped.
+    pub(crate) fn finish(mut self) -> (String, u64) {
+        self.trim_to(self.cap);
+        if self.dropped > 0 {
+            let partial = self
+                .buf
+                .iter()
+                .take(3)
+                .take_while(|b| (**b & 0xC0) == 0x80)
+                .count();
+            self.buf.drain(..partial);
+            self.dropped += partial as u64;
+        }
+        (
+            String::from_utf8_lossy(&self.buf).into_owned(),
+            self.dropped,
+        )
+    }
+}
+
+/// `PATH` from an environment list.
+pub(crate) fn path_of(env: &[(String, String)]) -> Option<&str> {
+    env.iter()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.as_str())
+}
+
+/// Whether `name` can be an environment variable name.
+pub(crate) fn is_env_name(name: &str) -> bool {
+    !name.is_empty() && !name.contains(['=', '\0'])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_tail_keeps_the_end_and_counts_the_rest() {
+        let mut tail = Tail::new(10);
+        for _ in 0..10_000 {
+            tail.push(b"0123456789");
+        }
+        tail.push(b"abcdefghij");
+        let (text, dropped) = tail.finish();
+        assert_eq!(text, "abcdefghij");
+        assert_eq!(dropped, 100_000);
+    }
+
+    #[test]
+    fn the_tail_never_starts_mid_character() {
+        let mut tail = Tail::new(4);
+        tail.push("xxé€é".as_bytes()); // 2 + 2 + 3 + 2 bytes
+        let (text, dropped) = tail.finish();
+        // The cut at 4 bytes from the end lands inside €: its rest goes too.
+        assert_eq!(text, "é");
+        assert_eq!(dropped, 7);
+        let mut short = Tail::new(100);
+        short.push(b"hi");
+        assert_eq!(short.finish(), ("hi".to_owned(), 0));
+    }
+
+    #[test]
+    fn programs_are_found_on_the_given_path_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let exe = dir.path().join("tool");
+        std::fs::write(&exe, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let plain = dir.path().join("data");
+        std::fs::write(&plain, "").unwrap();
+        let path = format!("relative:{}", dir.path().display());
+        assert_eq!(
+            find_program("tool", Some(&path), Path::new("/")),
+            Some(exe.clone())
+        );
+        assert_eq!(find_program("data", Some(&path), Path::new("/")), None);
+        assert_eq!(find_program("tool", None, Path::new("/")), None);
+        assert_eq!(find_program("tool", Some("relative"), dir.path()), None);
+        assert_eq!(
+            find_program("./tool", None, dir.path()),
+            Some(dir.path().join("./tool"))
+        );
+    }
+
+    #[test]
+    fn env_names() {
+        assert!(is_env_name("PATH"));
+        assert!(!is_env_name("A=B"));
+        assert!(!is_env_name(""));
+    }
+}

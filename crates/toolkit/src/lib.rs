@@ -1,0 +1,31 @@
+//! switchboard's config-declared toolsets.
+//!
+//! Three toolsets whose tools are declared in a config or profile file rather
+//! than written in code:
+//!
+//! - [`CatalogTools`] (`[[catalog]]`): static list tools such as
+//!   `list_packages` — names, one-line summaries, install commands;
+//! - [`TemplateTools`] (`[[templates]]`): scaffolding tools such as
+//!   `scaffold_service`, rendered with minijinja after validating the call
+//!   against a declared JSON Schema;
+//! - [`CommandTools`] (`[commands]`): a safe bridge to one local CLI — a
+//!   tool per declared action, argv templates and never a shell, dry runs by
+//!   default for anything that changes something.
+//!
+//! Each implements [`switchboard_toolset::Toolset`]. The config structs are
+//! in [`config`]; [`ToolkitConfig`] holds all three sections for a profile
+//! such as `imqueue` (see `tests/fixtures/imqueue.toml`).
+
+mod catalog;
+pub mod commands;
+pub mod config;
+mod schema;
+mod templates;
+
+pub use catalog::CatalogTools;
+pub use commands::CommandTools;
+pub use config::{
+    ActionConfig, ActionKind, ArgRule, ArgTemplate, CaseConfig, CatalogConfig, CatalogEntry,
+    CommandsConfig, ConfigError, TemplateConfig, ToolkitConfig,
+};
+pub use templates::TemplateTools;

@@ -1,0 +1,493 @@
+//! The templates toolset: one scaffolding tool per `[[templates]]` entry,
+//! rendered with minijinja from a file under the profile directory or from
+//! inline source.
+//!
+//! A call's arguments are validated against the template's declared input
+//! schema before anything is rendered. Every declared parameter is defined
+//! in the template — its value, its schema `default`, or `none` (which
+//! prints as nothing) — so the engine runs with strict undefined handling:
+//! a misspelt variable is an error naming the template and line, not
+//! silently empty output. Optional keys inside objects are read with the
+//! `default` filter (`m.params | default([])`). The result is text (the
+//! code plus the command that does the real thing) and mirrors it in
+//! `structuredContent` as `{text, command}`.
+//!
+//! Rendering settings, the same for every template:
+//! - `trim_blocks` and `lstrip_blocks` are on, so block tags on their own
+//!   lines leave no blank lines behind;
+//! - nothing is auto-escaped (the output is code, not HTML);
+//! - `{% include %}` / `{% import %}` load further files from the profile
+//!   directory;
+//! - each render has a fuel budget, so no input can make it run away;
+//! - one filter is added: `pascal_case` (`"user auth"` → `"UserAuth"`).
+
+use std::{
+    collections::HashMap,
+    path::{Component, Path},
+    sync::Arc,
+};
+
+use minijinja::{AutoEscape, Environment, ErrorKind, UndefinedBehavior, syntax::SyntaxConfig};
+use serde_json::{Value, json};
+use switchboard_toolset::{
+    Caller, JsonObject, Tool, ToolAnnotations, ToolError, ToolFuture, ToolOutput, Toolset,
+};
+
+use crate::{
+    config::{ConfigError, NameSet, TemplateConfig, check_not_blank},
+    schema::InputSchema,
+};
+
+/// Instructions one render may execute (about 64 bytes of memory each).
+const FUEL: u64 = 500_000;
+
+/// The template tools of one config.
+pub struct TemplateTools {
+    env: Environment<'static>,
+    tools: Vec<Tool>,
+    by_name: HashMap<String, TemplateTool>,
+}
+
+struct TemplateTool {
+    schema: InputSchema,
+    /// The template's name in the environment.
+    template: String,
+    /// How errors name it: the file, or `inline source`.
+    label: String,
+    /// The environment name of the `command` template, if any.
+    command: Option<String>,
+}
+
+impl TemplateTools {
+    /// Checks `configs` (the `[[templates]]` sections), loads and compiles
+    /// every template; `profile_dir` is where template files are found.
+    pub fn new(configs: &[TemplateConfig], profile_dir: &Path) -> Result<Self, ConfigError> {
+        let mut env = Environment::new();
+        env.set_loader(minijinja::path_loader(profile_dir));
+        env.set_auto_reload(false);
+        env.set_auto_escape_callback(|_| AutoEscape::None);
+        env.set_undefined_behavior(UndefinedBehavior::Strict);
+        env.set_formatter(|out, state, value| {
+            if value.is_none() {
+                Ok(())
+            } else {
+                minijinja::escape_formatter(out, state, value)
+            }
+        });
+        env.set_fuel(Some(FUEL));
+        let syntax = SyntaxConfig::builder()
+            .trim_blocks(true)
+            .lstrip_blocks(true)
+            .build()
+            .map_err(|e| ConfigError::new("templates", e.to_string()))?;
+        env.set_syntax(syntax);
+        env.add_filter("pascal_case", pascal_case);
+
+        let mut names = NameSet::default();
+        let mut tools = Vec::new();
+        let mut by_name = HashMap::new();
+        for (i, config) in configs.iter().enumerate() {
+            let key = format!("templates[{i}]");
+            names.claim(&format!("{key}.tool"), &config.tool)?;
+            check_not_blank(&format!("{key}.description"), &config.description)?;
+            let reserved: &[&str] = if config.command.is_some() {
+                &["command"]
+            } else {
+                &[]
+            };
+            let schema = InputSchema::compile(
+                &format!("{key}.input_schema"),
+                &config.input_schema,
+                reserved,
+                &[],
+            )?;
+            let (template, label) = match (&config.file, &config.source) {
+                (Some(file), None) => {
+                    let name = template_path(&format!("{key}.file"), file)?;
+                    env.get_template(&name)
+                        .map_err(|e| load_error(&format!("{key}.file"), &name, profile_dir, &e))?;
+                    (name.clone(), name)
+                }
+                (None, Some(source)) => {
+                    let name = format!("{}:source", config.tool);
+                    env.add_template_owned(name.clone(), source.clone())
+                        .map_err(|e| {
+                            load_error(&format!("{key}.source"), "inline source", profile_dir, &e)
+                        })?;
+                    (name, "inline source".to_owned())
+                }
+                _ => {
+                    return Err(ConfigError::new(
+                        key,
+                        "give the template as `file` (relative to the profile directory) or as `source`, exactly one of them",
+                    ));
+                }
+            };
+            let command = match &config.command {
+                Some(source) => {
+                    let name = format!("{}:command", config.tool);
+                    env.add_template_owned(name.clone(), source.clone())
+                        .map_err(|e| {
+                            load_error(&format!("{key}.command"), "command", profile_dir, &e)
+                        })?;
+                    Some(name)
+                }
+                None => None,
+            };
+            let mut tool = Tool::new(
+                config.tool.clone(),
+                config.description.clone(),
+                schema.exposed(),
+            )
+            .with_raw_output_schema(output_schema())
+            .with_annotations(
+                ToolAnnotations::new()
+                    .read_only(true)
+                    .destructive(false)
+                    .idempotent(true)
+                    .open_world(false),
+            );
+            if let Some(title) = &config.title {
+                tool = tool.with_title(title.clone());
+            }
+            tools.push(tool);
+            by_name.insert(
+                config.tool.clone(),
+                TemplateTool {
+                    schema,
+                    template,
+                    label,
+                    command,
+                },
+            );
+        }
+        Ok(Self {
+            env,
+            tools,
+            by_name,
+        })
+    }
+
+    fn render(
+        &self,
+        name: &str,
+        tool: &TemplateTool,
+        args: JsonObject,
+    ) -> Result<ToolOutput, ToolError> {
+        let mut context = tool.schema.check(name, args)?;
+        for declared in tool.schema.names() {
+            if !context.contains_key(declared) {
+                context.insert(declared.to_owned(), Value::Null);
+            }
+        }
+        let command = match &tool.command {
+            Some(template) => {
+                let rendered = self.render_one(name, template, "command", &context)?;
+                let rendered = rendered.trim().to_owned();
+                context.insert("command".into(), rendered.clone().into());
+                Some(rendered)
+            }
+            None => None,
+        };
+        let text = self.render_one(name, &tool.template, &tool.label, &context)?;
+        let mut structured = json!({ "text": text });
+        if let Some(command) = command {
+            structured["command"] = command.into();
+        }
+        Ok(ToolOutput::new(text, structured))
+    }
+
+    fn render_one(
+        &self,
+        tool: &str,
+        template: &str,
+        label: &str,
+        context: &JsonObject,
+    ) -> Result<String, ToolError> {
+        self.env
+            .get_template(template)
+            .and_then(|t| t.render(minijinja::value::Serde(context)))
+            .map_err(|e| render_error(tool, label, &e))
+    }
+}
+
+impl Toolset for TemplateTools {
+    fn name(&self) -> &str {
+        "templates"
+    }
+
+    fn tools(&self) -> Vec<Tool> {
+        self.tools.clone()
+    }
+
+    fn call<'a>(&'a self, tool: &'a str, args: JsonObject, _caller: &'a Caller) -> ToolFuture<'a> {
+        Box::pin(async move {
+            let entry = self.by_name.get(tool).ok_or_else(|| {
+                ToolError::new(format!("the templates toolset has no tool {tool}"))
+            })?;
+            self.render(tool, entry, args)
+        })
+    }
+}
+
+/// Turns a configured template path into a loader name: relative, UTF-8,
+/// `/`-separated, no segment starting with `.`.
+fn template_path(key: &str, file: &Path) -> Result<String, ConfigError> {
+    let mut parts = Vec::new();
+    for component in file.components() {
+        match component {
+            Component::Normal(part) => match part.to_str() {
+                Some(part) if !part.starts_with('.') && !part.contains('\\') => parts.push(part),
+                _ => {
+                    return Err(ConfigError::new(
+                        key,
+                        format!(
+                            "{} has a part that starts with `.` or is not UTF-8; name template files plainly, relative to the profile directory",
+                            file.display()
+                        ),
+                    ));
+                }
+            },
+            _ => {
+                return Err(ConfigError::new(
+                    key,
+                    format!(
+                        "{} must be a path relative to the profile directory, inside it (no `/` at the start, no `.` or `..`)",
+                        file.display()
+                    ),
+                ));
+            }
+        }
+    }
+    if parts.is_empty() {
+        return Err(ConfigError::new(key, "must name a template file"));
+    }
+    Ok(parts.join("/"))
+}
+
+fn load_error(key: &str, name: &str, profile_dir: &Path, e: &minijinja::Error) -> ConfigError {
+    match e.kind() {
+        ErrorKind::TemplateNotFound => ConfigError::new(
+            key,
+            format!(
+                "{name} was not found in the profile directory {}",
+                profile_dir.display()
+            ),
+        ),
+        _ => ConfigError::new(key, describe(name, e)),
+    }
+}
+
+fn render_error(tool: &str, label: &str, e: &minijinja::Error) -> ToolError {
+    if e.kind() == ErrorKind::OutOfFuel {
+        return ToolError::new(format!(
+            "{tool}: rendering {label} took too much work for these arguments; pass fewer items"
+        ));
+    }
+    ToolError::new(format!("{tool}: template error: {}", describe(label, e)))
+}
+
+/// `file line N: kind: detail`, naming the innermost template (an included
+/// file if that is where it failed).
+fn describe(label: &str, e: &minijinja::Error) -> String {
+    let name = match e.name() {
+        Some(name) if !name.ends_with(":source") && !name.ends_with(":command") => name,
+        _ => label,
+    };
+    let mut text = name.to_owned();
+    if let Some(line) = e.line() {
+        text.push_str(&format!(" line {line}"));
+    }
+    text.push_str(&format!(": {}", e.kind()));
+    if let Some(detail) = e.detail() {
+        text.push_str(&format!(": {detail}"));
+    }
+    text
+}
+
+/// `"user-auth service"` → `"UserAuthService"`; `"UserService"` stays.
+/// Runs of anything but ASCII letters and digits separate words; each word's
+/// first letter is upper-cased and the rest kept.
+fn pascal_case(value: &str) -> String {
+    value
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(|w| {
+            let mut chars = w.chars();
+            chars
+                .next()
+                .map(|first| first.to_ascii_uppercase().to_string() + chars.as_str())
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+fn output_schema() -> Arc<JsonObject> {
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "text": {"type": "string"},
+            "command": {"type": "string", "description": "The command that does the real thing"}
+        },
+        "required": ["text"]
+    });
+    Arc::new(schema.as_object().cloned().unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn configs(toml_text: &str) -> Vec<TemplateConfig> {
+        #[derive(serde::Deserialize)]
+        struct Holder {
+            templates: Vec<TemplateConfig>,
+        }
+        toml::from_str::<Holder>(toml_text).unwrap().templates
+    }
+
+    fn args(v: Value) -> JsonObject {
+        v.as_object().cloned().unwrap()
+    }
+
+    const GREET: &str = r#"
+        [[templates]]
+        tool = "greet"
+        description = "Greets."
+        source = """
+{% for n in names %}
+Hello {{ n | pascal_case }}{{ punct }}
+{% endfor %}
+Run: {{ command }}"""
+        command = "greet --all {{ names | join(' ') }}"
+        [templates.input_schema]
+        required = ["names"]
+        properties.names = { type = "array", items = { type = "string" }, maxItems = 3 }
+        properties.punct = { type = "string" }
+    "#;
+
+    async fn call(tools: &TemplateTools, name: &str, a: Value) -> Result<ToolOutput, ToolError> {
+        tools.call(name, args(a), &Caller::new("t")).await
+    }
+
+    #[tokio::test]
+    async fn renders_inline_templates_with_the_command() {
+        let dir = tempfile::tempdir().unwrap();
+        let tools = TemplateTools::new(&configs(GREET), dir.path()).unwrap();
+        let out = call(&tools, "greet", json!({"names": ["ann lee", "bo"]}))
+            .await
+            .unwrap();
+        assert_eq!(
+            out.text,
+            "Hello AnnLee\nHello Bo\nRun: greet --all ann lee bo"
+        );
+        assert_eq!(out.structured["command"], "greet --all ann lee bo");
+        assert_eq!(out.structured["text"], out.text);
+    }
+
+    #[tokio::test]
+    async fn arguments_are_validated_before_rendering() {
+        let dir = tempfile::tempdir().unwrap();
+        let tools = TemplateTools::new(&configs(GREET), dir.path()).unwrap();
+        let err = call(&tools, "greet", json!({"names": "bo"}))
+            .await
+            .unwrap_err();
+        assert!(err.message().contains("is not of type \"array\""), "{err}");
+        let err = call(&tools, "greet", json!({"names": ["a", "b", "c", "d"]}))
+            .await
+            .unwrap_err();
+        assert!(err.message().contains("(at /names)"), "{err}");
+        let err = call(&tools, "greet", json!({})).await.unwrap_err();
+        assert!(err.message().contains("required"), "{err}");
+        let err = call(&tools, "greet", json!({"names": [], "command": "x"}))
+            .await
+            .unwrap_err();
+        assert!(
+            err.message().contains("unknown parameter `command`"),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_render_error_names_the_file_and_line() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("t.j2"), "line one\n{{ nme }}\n").unwrap();
+        let config = r#"
+            [[templates]]
+            tool = "t"
+            description = "T."
+            file = "t.j2"
+            input_schema = { properties = { name = { type = "string" } } }
+        "#;
+        let tools = TemplateTools::new(&configs(config), dir.path()).unwrap();
+        let err = call(&tools, "t", json!({"name": "x"})).await.unwrap_err();
+        assert!(
+            err.message()
+                .starts_with("t: template error: t.j2 line 2: undefined value"),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn runaway_loops_run_out_of_fuel() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = r#"
+            [[templates]]
+            tool = "t"
+            description = "T."
+            source = "{% for i in range(n) %}{% for j in range(n) %}.{% endfor %}{% endfor %}"
+            input_schema = { properties = { n = { type = "integer" } } }
+        "#;
+        let tools = TemplateTools::new(&configs(config), dir.path()).unwrap();
+        let err = call(&tools, "t", json!({"n": 10000})).await.unwrap_err();
+        assert!(err.message().contains("too much work"), "{err}");
+        assert_eq!(
+            call(&tools, "t", json!({"n": 2})).await.unwrap().text,
+            "...."
+        );
+    }
+
+    #[test]
+    fn config_errors_name_the_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let make = |body: &str| {
+            TemplateTools::new(
+                &configs(&format!(
+                    "[[templates]]\ntool = \"t\"\ndescription = \"d\"\n{body}"
+                )),
+                dir.path(),
+            )
+            .err()
+            .unwrap()
+        };
+        let err = make("file = \"missing.j2\"");
+        assert_eq!(err.key(), "templates[0].file");
+        assert!(err.message().contains("was not found"), "{err}");
+        assert_eq!(make("file = \"../x.j2\"").key(), "templates[0].file");
+        assert_eq!(make("file = \"/etc/passwd\"").key(), "templates[0].file");
+        assert_eq!(make("").key(), "templates[0]");
+        assert_eq!(make("file = \"a\"\nsource = \"b\"").key(), "templates[0]");
+        let err = make("source = \"a\\n{% if %}\"");
+        assert_eq!(err.key(), "templates[0].source");
+        assert!(
+            err.message()
+                .starts_with("inline source line 2: syntax error"),
+            "{err}"
+        );
+        let err = make("source = \"x\"\ncommand = \"{{\"");
+        assert_eq!(err.key(), "templates[0].command");
+        let err = make(
+            "source = \"x\"\ncommand = \"c\"\ninput_schema = { properties = { command = {} } }",
+        );
+        assert_eq!(err.key(), "templates[0].input_schema.properties.command");
+    }
+
+    #[test]
+    fn pascal_case_joins_words() {
+        assert_eq!(pascal_case("user"), "User");
+        assert_eq!(pascal_case("UserService"), "UserService");
+        assert_eq!(pascal_case("user-auth service"), "UserAuthService");
+        assert_eq!(pascal_case("  "), "");
+        assert_eq!(pascal_case("é x"), "X");
+    }
+}
