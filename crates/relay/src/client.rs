@@ -146,19 +146,32 @@ impl Link {
             method: method.to_owned(),
             params,
         });
-        let written = {
+        // The whole exchange, the write included, is bounded: an application
+        // that has stopped reading must not hold the caller past `timeout`.
+        let deadline = tokio::time::Instant::now() + timeout;
+        let written = tokio::time::timeout_at(deadline, async {
             let mut writer = self.writer.lock().await;
             writer.write_all(&line).await
-        };
-        if let Err(e) = written {
-            self.pending.lock().expect("pending lock").remove(&id);
-            return Err(LinkError::Closed(e.to_string()));
+        })
+        .await;
+        match written {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                self.pending.lock().expect("pending lock").remove(&id);
+                return Err(LinkError::Closed(e.to_string()));
+            }
+            Err(_) => {
+                self.pending.lock().expect("pending lock").remove(&id);
+                return Err(LinkError::Timeout(timeout));
+            }
         }
         let mut closed = self.closed.clone();
+        // A response that arrived just before the close still counts.
         let outcome = tokio::select! {
+            biased;
             outcome = rx => outcome.map_err(|_| LinkError::Closed(closed_reason(&self.closed))),
             _ = closed.wait_for(Option::is_some) => Err(LinkError::Closed(closed_reason(&self.closed))),
-            () = tokio::time::sleep(timeout) => Err(LinkError::Timeout(timeout)),
+            () = tokio::time::sleep_until(deadline) => Err(LinkError::Timeout(timeout)),
         };
         self.pending.lock().expect("pending lock").remove(&id);
         match outcome? {

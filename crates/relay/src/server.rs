@@ -1,0 +1,761 @@
+//! The application side: bind the socket, accept clients, check who they
+//! are, and answer their requests from a [`ToolHandler`].
+
+use std::{
+    future::Future,
+    panic::AssertUnwindSafe,
+    path::{Path, PathBuf},
+    pin::Pin,
+    sync::{
+        Arc, Mutex, Weak,
+        atomic::{AtomicU64, AtomicUsize, Ordering},
+    },
+    task::{Context, Poll},
+    time::Duration,
+};
+
+use serde_json::{Map, Value};
+use tokio::{
+    io::{AsyncWriteExt, BufReader},
+    net::{UnixStream, unix::OwnedWriteHalf},
+    sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch},
+    task::JoinSet,
+};
+use tracing::Instrument as _;
+
+use crate::{
+    mcp_config::McpConfig,
+    paths, proctree,
+    protocol::{self, ErrorCode, Message, PROTOCOL_VERSION, Read, RequestId, TOOLS_CHANGED},
+    socket::{self, BindError, Location, SocketGuard},
+    tools::{
+        BoxFuture, Call, DynHandler, PeerInfo, Table, ToolHandler, ToolResult, ToolTableError,
+    },
+};
+
+/// How to bind a [`Server`]: the app id, and optionally its display name,
+/// the socket's prefix or an explicit socket path, and limits.
+///
+/// ```no_run
+/// # use switchboard_relay::{Call, Options, Tool, ToolHandler, ToolResult};
+/// # struct MyTools;
+/// # impl ToolHandler for MyTools {
+/// #     fn tools(&self) -> Vec<Tool> { vec![] }
+/// #     async fn call(&self, _: Call) -> ToolResult { ToolResult::text("") }
+/// # }
+/// let server = Options::new("dev.example.editor")
+///     .app_name("Example Editor")
+///     .bind(MyTools)?;
+/// println!("serving on {}", server.socket_path().display());
+/// # Ok::<(), switchboard_relay::BindError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct Options {
+    app_id: String,
+    app_name: Option<String>,
+    prefix: String,
+    socket: Option<PathBuf>,
+    hello_timeout: Duration,
+    max_in_flight: usize,
+    shutdown_grace: Duration,
+}
+
+impl Options {
+    /// Options for the application `app_id` (the name of its socket
+    /// directory, such as `dev.example.terminal`), with the defaults: the
+    /// socket at [`paths::socket_path`]`(`[`DEFAULT_PREFIX`](crate::DEFAULT_PREFIX)`, app_id)`,
+    /// a 10 s hello timeout, 64 calls in flight per connection, 5 s of grace
+    /// at shutdown.
+    pub fn new(app_id: impl Into<String>) -> Self {
+        Self {
+            app_id: app_id.into(),
+            app_name: None,
+            prefix: crate::DEFAULT_PREFIX.to_owned(),
+            socket: None,
+            hello_timeout: Duration::from_secs(10),
+            max_in_flight: 64,
+            shutdown_grace: Duration::from_secs(5),
+        }
+    }
+
+    /// The human-readable name sent in `welcome`, which clients use in
+    /// messages such as "Terminal Demo is not running". Defaults to the app
+    /// id.
+    #[must_use]
+    pub fn app_name(mut self, name: impl Into<String>) -> Self {
+        self.app_name = Some(name.into());
+        self
+    }
+
+    /// The directory under the runtime directory that holds the app's
+    /// (default `switchboard`). `switchboard shim --app-id` looks under the
+    /// default prefix only; with another prefix, point the shim at the
+    /// socket with `--socket`.
+    #[must_use]
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// Binds exactly this path instead of the conventional one (the daemon's
+    /// `--socket PATH`). Missing parent directories are created with mode
+    /// 0700; existing ones are left as they are.
+    #[must_use]
+    pub fn socket_path(mut self, path: impl Into<PathBuf>) -> Self {
+        self.socket = Some(path.into());
+        self
+    }
+
+    /// How long a new connection may take to say hello before it is closed.
+    #[must_use]
+    pub fn hello_timeout(mut self, timeout: Duration) -> Self {
+        self.hello_timeout = timeout;
+        self
+    }
+
+    /// How many calls of one connection may run at once; further requests
+    /// wait unread (at least 1).
+    #[must_use]
+    pub fn max_in_flight(mut self, calls: usize) -> Self {
+        self.max_in_flight = calls.max(1);
+        self
+    }
+
+    /// How long, at shutdown, calls still running may take to finish before
+    /// they are dropped.
+    #[must_use]
+    pub fn shutdown_grace(mut self, grace: Duration) -> Self {
+        self.shutdown_grace = grace;
+        self
+    }
+
+    /// The socket path these options bind.
+    pub fn path(&self) -> PathBuf {
+        self.socket
+            .clone()
+            .unwrap_or_else(|| paths::socket_path(&self.prefix, &self.app_id))
+    }
+
+    /// Reads the handler's tools, compiles their schemas, and binds the
+    /// socket: a stale socket is replaced, a live one (another instance is
+    /// serving) is refused with [`BindError::InUse`].
+    ///
+    /// Needs no async runtime; [`Server::serve`] does.
+    pub fn bind<H: ToolHandler>(self, handler: H) -> Result<Server, BindError> {
+        if !paths::valid_app_id(&self.app_id) {
+            return Err(BindError::InvalidAppId(self.app_id));
+        }
+        if self.socket.is_none() && !paths::valid_app_id(&self.prefix) {
+            return Err(BindError::InvalidAppId(self.prefix));
+        }
+        let table = Table::new(handler.tools())?;
+        let bound = socket::bind(match &self.socket {
+            Some(path) => Location::Explicit(path),
+            None => Location::Conventional {
+                prefix: &self.prefix,
+                app_id: &self.app_id,
+            },
+        })?;
+        tracing::info!(path = %bound.guard.path().display(), app_id = %self.app_id, "relay socket bound");
+        let app = self.app_name.clone().unwrap_or_else(|| self.app_id.clone());
+        let shared = Arc::new(Shared {
+            handler: Box::new(handler),
+            table: Mutex::new(Arc::new(table)),
+            generation: watch::Sender::new(0),
+            shutdown: watch::Sender::new(false),
+            connections: AtomicUsize::new(0),
+            next_connection: AtomicU64::new(1),
+            euid: socket::euid(),
+            app,
+            options: self,
+        });
+        Ok(Server {
+            listener: bound.listener,
+            guard: bound.guard,
+            shared,
+        })
+    }
+}
+
+/// Binds the application `app_id` at its conventional socket path with
+/// default [`Options`]; see [`Options::bind`].
+pub fn bind<H: ToolHandler>(app_id: &str, handler: H) -> Result<Server, BindError> {
+    Options::new(app_id).bind(handler)
+}
+
+/// A bound relay socket, ready to [`serve`](Server::serve).
+///
+/// Dropping it (or the end of `serve`) removes the socket file, if it is
+/// still the one it bound.
+pub struct Server {
+    listener: std::os::unix::net::UnixListener,
+    guard: SocketGuard,
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server")
+            .field("socket", &self.guard.path())
+            .field("app_id", &self.shared.options.app_id)
+            .finish_non_exhaustive()
+    }
+}
+
+struct Shared {
+    handler: Box<dyn DynHandler>,
+    table: Mutex<Arc<Table>>,
+    /// Bumped on every tool-list change; each connection's writer watches it.
+    generation: watch::Sender<u64>,
+    shutdown: watch::Sender<bool>,
+    connections: AtomicUsize,
+    next_connection: AtomicU64,
+    euid: u32,
+    app: String,
+    options: Options,
+}
+
+impl Shared {
+    fn table(&self) -> Arc<Table> {
+        self.table.lock().expect("tool table lock").clone()
+    }
+}
+
+/// A handle on a server: tell its clients the tools changed, count its
+/// connections, or shut it down. Cheap to clone; it does not keep the
+/// server alive (once the server is gone, its methods do nothing).
+#[derive(Clone)]
+pub struct Handle {
+    shared: Weak<Shared>,
+}
+
+impl std::fmt::Debug for Handle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Handle")
+            .field("live", &(self.shared.strong_count() > 0))
+            .finish()
+    }
+}
+
+impl Handle {
+    /// Reads the handler's [`tools`](ToolHandler::tools) again, compiles
+    /// them, and sends `notify tools_changed` to every connected client.
+    /// On an error the previous list stays in force and nobody is told.
+    pub fn tools_changed(&self) -> Result<(), ToolTableError> {
+        let Some(shared) = self.shared.upgrade() else {
+            return Ok(());
+        };
+        let table = Table::new(shared.handler.tools())?;
+        *shared.table.lock().expect("tool table lock") = Arc::new(table);
+        shared.generation.send_modify(|g| *g += 1);
+        Ok(())
+    }
+
+    /// The number of clients connected (that said hello) right now.
+    pub fn connections(&self) -> usize {
+        self.shared
+            .upgrade()
+            .map_or(0, |s| s.connections.load(Ordering::Relaxed))
+    }
+
+    /// Starts a graceful shutdown, as if `serve`'s shutdown future had
+    /// completed.
+    pub fn shutdown(&self) {
+        if let Some(shared) = self.shared.upgrade() {
+            shared.shutdown.send_replace(true);
+        }
+    }
+}
+
+impl Server {
+    /// The path of the bound socket.
+    pub fn socket_path(&self) -> &Path {
+        self.guard.path()
+    }
+
+    /// The app id sent in `welcome`.
+    pub fn app_id(&self) -> &str {
+        &self.shared.options.app_id
+    }
+
+    /// The `--mcp-config` entry that points `switchboard shim` at this
+    /// server: `shim --app-id <id>` when it is bound at the conventional path
+    /// with the default prefix, `shim --socket <path>` otherwise. Named after
+    /// the app id; change the command or name with the `with_*` methods.
+    pub fn mcp_config(&self) -> McpConfig {
+        let options = &self.shared.options;
+        if options.socket.is_none() && options.prefix == crate::DEFAULT_PREFIX {
+            McpConfig::shim(&options.app_id)
+        } else {
+            McpConfig::shim_socket(&options.app_id, self.socket_path())
+        }
+    }
+
+    /// Where [`Server::write_mcp_config`] writes: `mcp-config.json` in the
+    /// app's directory, or `<socket path>.mcp-config.json` for an explicit
+    /// socket path (whose directory may be shared).
+    pub fn mcp_config_path(&self) -> PathBuf {
+        if self.shared.options.socket.is_none() {
+            self.socket_path().with_file_name("mcp-config.json")
+        } else {
+            let mut name = self.socket_path().as_os_str().to_owned();
+            name.push(".mcp-config.json");
+            PathBuf::from(name)
+        }
+    }
+
+    /// Writes [`Server::mcp_config`] to [`Server::mcp_config_path`] with
+    /// [`write_mcp_config`](crate::write_mcp_config): atomically, best effort
+    /// (`None` when it could not be written). To change the entry first
+    /// (another command path, say), call `write_mcp_config` yourself.
+    pub fn write_mcp_config(&self) -> Option<PathBuf> {
+        crate::write_mcp_config(&self.mcp_config(), &self.mcp_config_path())
+    }
+
+    /// A handle to announce tool changes or shut down, usable from anywhere
+    /// (including the handler itself) while the server runs.
+    pub fn handle(&self) -> Handle {
+        Handle {
+            shared: Arc::downgrade(&self.shared),
+        }
+    }
+
+    /// Serves clients until `shutdown` completes (or [`Handle::shutdown`] is
+    /// called), then shuts down gracefully: stops accepting and removes the
+    /// socket, stops reading requests, lets calls in flight finish for up to
+    /// the [grace period](Options::shutdown_grace), and closes every
+    /// connection.
+    ///
+    /// Errors only when the listener cannot be registered with the runtime
+    /// (it must be a Tokio runtime with I/O enabled).
+    pub async fn serve(self, shutdown: impl Future<Output = ()>) -> std::io::Result<()> {
+        let Server {
+            listener,
+            guard,
+            shared,
+        } = self;
+        let listener = tokio::net::UnixListener::from_std(listener)?;
+        let mut connections = JoinSet::new();
+        let mut stop = shared.shutdown.subscribe();
+        let mut shutdown = std::pin::pin!(shutdown);
+        loop {
+            tokio::select! {
+                () = &mut shutdown => break,
+                () = stopped(&mut stop) => break,
+                accepted = listener.accept() => match accepted {
+                    Ok((stream, _)) => {
+                        let number = shared.next_connection.fetch_add(1, Ordering::Relaxed);
+                        let span = tracing::debug_span!("relay", connection = number);
+                        connections.spawn(connection(stream, shared.clone()).instrument(span));
+                    }
+                    Err(e) => {
+                        // Out of descriptors and the like: do not spin.
+                        tracing::warn!(error = %e, "accepting a relay connection failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                },
+                Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            }
+        }
+        drop(listener);
+        drop(guard);
+        shared.shutdown.send_replace(true);
+        let grace = shared.options.shutdown_grace;
+        let drained = tokio::time::timeout(grace, async {
+            while connections.join_next().await.is_some() {}
+        })
+        .await;
+        if drained.is_err() {
+            tracing::warn!(
+                connections = connections.len(),
+                "calls still running after the shutdown grace period; dropping them"
+            );
+            connections.shutdown().await;
+        }
+        tracing::info!(app_id = %shared.options.app_id, "relay server stopped");
+        Ok(())
+    }
+}
+
+/// What a connection's writer task is asked to do.
+enum Outgoing {
+    Send(Message),
+    /// Send this, then close the connection.
+    Close(Message),
+}
+
+/// Counts a connection while it lives.
+struct Counted<'a>(&'a AtomicUsize);
+
+impl Drop for Counted<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+async fn refuse(mut writer: OwnedWriteHalf, message: String) {
+    tracing::warn!(%message, "refusing a relay connection");
+    let line = protocol::encode(&Message::Error { message });
+    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        let _ = writer.write_all(&line).await;
+        let _ = writer.shutdown().await;
+    })
+    .await;
+}
+
+async fn connection(stream: UnixStream, shared: Arc<Shared>) {
+    let cred = match stream.peer_cred() {
+        Ok(cred) => cred,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read the peer's credentials");
+            return;
+        }
+    };
+    let (reader, writer) = stream.into_split();
+    if cred.uid() != shared.euid {
+        let message = format!(
+            "connections from uid {} are refused: this application runs as uid {}",
+            cred.uid(),
+            shared.euid
+        );
+        return refuse(writer, message).await;
+    }
+    let mut reader = BufReader::new(reader);
+    let mut buf = Vec::new();
+    let mut stop = shared.shutdown.subscribe();
+    let hello_timeout = shared.options.hello_timeout;
+    let first = tokio::select! {
+        () = stopped(&mut stop) => return,
+        first = tokio::time::timeout(hello_timeout, protocol::read_message(&mut reader, &mut buf)) => first,
+    };
+    let (pid, client) = match first {
+        Err(_) => {
+            return refuse(writer, format!("no hello within {hello_timeout:?}")).await;
+        }
+        Ok(Err(_) | Ok(Read::Eof)) => return,
+        Ok(Ok(Read::TooLong)) => {
+            return refuse(writer, too_long_message()).await;
+        }
+        Ok(Ok(Read::Message(Message::Hello {
+            protocol,
+            pid,
+            client,
+        }))) => {
+            if protocol != PROTOCOL_VERSION {
+                let message = format!(
+                    "protocol version {protocol} is not supported; this application speaks {PROTOCOL_VERSION}"
+                );
+                return refuse(writer, message).await;
+            }
+            if cred.pid().map(i64::from) != Some(i64::from(pid)) {
+                let message = format!(
+                    "the hello says pid {pid} but the connection belongs to pid {}",
+                    cred.pid()
+                        .map_or_else(|| "unknown".into(), |p| p.to_string())
+                );
+                return refuse(writer, message).await;
+            }
+            (pid, client)
+        }
+        Ok(Ok(Read::Malformed { reason, .. })) => {
+            return refuse(writer, format!("the first line must be a hello: {reason}")).await;
+        }
+        Ok(Ok(Read::Message(_))) => {
+            return refuse(writer, "the first line must be a hello".into()).await;
+        }
+    };
+    let ancestry = tokio::task::spawn_blocking(move || proctree::ancestry(pid))
+        .await
+        .unwrap_or_default();
+    let peer = Arc::new(PeerInfo {
+        pid,
+        uid: cred.uid(),
+        gid: cred.gid(),
+        client,
+        ancestry,
+    });
+    tracing::debug!(pid, client = %peer.client, "relay client connected");
+    shared.connections.fetch_add(1, Ordering::Relaxed);
+    let _counted = Counted(&shared.connections);
+
+    let mut writer = writer;
+    let welcome = Message::Welcome {
+        protocol: PROTOCOL_VERSION,
+        app: shared.app.clone(),
+        app_id: shared.options.app_id.clone(),
+    };
+    let mut generation = shared.generation.subscribe();
+    generation.mark_unchanged();
+    if protocol::write_message(&mut writer, &welcome)
+        .await
+        .is_err()
+    {
+        return;
+    }
+    let max_in_flight = shared.options.max_in_flight;
+    let (tx, rx) = mpsc::channel(max_in_flight + 8);
+    let write_task = tokio::spawn(write_loop(writer, rx, generation));
+
+    let permits = Arc::new(Semaphore::new(max_in_flight));
+    let mut calls = JoinSet::new();
+    loop {
+        let read = tokio::select! {
+            biased;
+            () = stopped(&mut stop) => break,
+            read = protocol::read_message(&mut reader, &mut buf) => read,
+        };
+        let reply = match read {
+            Err(_) | Ok(Read::Eof) => break,
+            Ok(Read::TooLong) => {
+                let _ = tx
+                    .send(Outgoing::Close(Message::Error {
+                        message: too_long_message(),
+                    }))
+                    .await;
+                break;
+            }
+            Ok(Read::Malformed {
+                reason,
+                id: Some(id),
+            }) => Message::error_response(id, ErrorCode::InvalidRequest, reason),
+            Ok(Read::Malformed { reason, id: None }) => Message::Error { message: reason },
+            Ok(Read::Message(Message::Request { id, method, params })) => match method.as_str() {
+                "tools/list" => Message::result(id, shared.table().list().clone()),
+                "tools/call" => match parse_call(params) {
+                    Err(reason) => Message::error_response(id, ErrorCode::InvalidRequest, reason),
+                    Ok((name, arguments)) => {
+                        let permit = tokio::select! {
+                            biased;
+                            () = stopped(&mut stop) => break,
+                            permit = permits.clone().acquire_owned() => permit.expect("never closed"),
+                        };
+                        calls.spawn(run_call(
+                            shared.clone(),
+                            peer.clone(),
+                            id,
+                            name,
+                            arguments,
+                            tx.clone(),
+                            permit,
+                        ));
+                        while calls.try_join_next().is_some() {}
+                        continue;
+                    }
+                },
+                other => Message::error_response(
+                    id,
+                    ErrorCode::UnknownMethod,
+                    format!("unknown method {other}; the methods are tools/list and tools/call"),
+                ),
+            },
+            Ok(Read::Message(Message::Hello { .. })) => Message::Error {
+                message: "hello was already received on this connection".into(),
+            },
+            Ok(Read::Message(Message::Error { message })) => {
+                tracing::debug!(%message, "the client reported an error");
+                continue;
+            }
+            Ok(Read::Message(other)) => Message::Error {
+                message: format!("a client does not send {} messages", kind(&other)),
+            },
+        };
+        if tx.send(Outgoing::Send(reply)).await.is_err() {
+            break;
+        }
+    }
+    drop(reader);
+    while calls.join_next().await.is_some() {}
+    drop(tx);
+    let _ = write_task.await;
+    tracing::debug!(pid, "relay client disconnected");
+}
+
+/// Completes once shutdown has begun. (Not `wait_for` in a `select!`: its
+/// guard would make the future `!Send`.)
+async fn stopped(stop: &mut watch::Receiver<bool>) {
+    let _ = stop.wait_for(|stop| *stop).await;
+}
+
+fn too_long_message() -> String {
+    format!("line exceeds {} bytes", protocol::MAX_LINE)
+}
+
+fn kind(message: &Message) -> &'static str {
+    match message {
+        Message::Hello { .. } => "hello",
+        Message::Welcome { .. } => "welcome",
+        Message::Request { .. } => "request",
+        Message::Response { .. } => "response",
+        Message::Notify { .. } => "notify",
+        Message::Error { .. } => "error",
+    }
+}
+
+/// Writes replies and notifications, one line each, in the order they come.
+async fn write_loop(
+    mut writer: OwnedWriteHalf,
+    mut outgoing: mpsc::Receiver<Outgoing>,
+    mut generation: watch::Receiver<u64>,
+) {
+    let mut watching = true;
+    loop {
+        let message = tokio::select! {
+            biased;
+            next = outgoing.recv() => match next {
+                None => break,
+                Some(Outgoing::Send(message)) => message,
+                Some(Outgoing::Close(message)) => {
+                    let _ = protocol::write_message(&mut writer, &message).await;
+                    break;
+                }
+            },
+            changed = generation.changed(), if watching => {
+                if changed.is_err() {
+                    watching = false;
+                    continue;
+                }
+                generation.mark_unchanged();
+                Message::Notify { event: TOOLS_CHANGED.into() }
+            }
+        };
+        if protocol::write_message(&mut writer, &message)
+            .await
+            .is_err()
+        {
+            break;
+        }
+    }
+    let _ = writer.shutdown().await;
+}
+
+/// The `name` and `arguments` of a `tools/call`.
+pub(crate) fn parse_call(
+    params: Option<Map<String, Value>>,
+) -> Result<(String, Map<String, Value>), String> {
+    let Some(mut params) = params else {
+        return Err("tools/call needs params with the tool's name".into());
+    };
+    let name = match params.remove("name") {
+        Some(Value::String(name)) => name,
+        Some(_) => return Err("params.name must be a string".into()),
+        None => return Err("tools/call needs params.name".into()),
+    };
+    let arguments = match params.remove("arguments") {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(arguments)) => arguments,
+        Some(_) => return Err("params.arguments must be an object".into()),
+    };
+    Ok((name, arguments))
+}
+
+async fn run_call(
+    shared: Arc<Shared>,
+    peer: Arc<PeerInfo>,
+    id: RequestId,
+    name: String,
+    arguments: Map<String, Value>,
+    replies: mpsc::Sender<Outgoing>,
+    _permit: OwnedSemaphorePermit,
+) {
+    let table = shared.table();
+    let arguments = Value::Object(arguments);
+    let reply = match table.validate(&name, &arguments) {
+        None => {
+            Message::error_response(id, ErrorCode::UnknownTool, format!("no tool named {name}"))
+        }
+        Some(Err(problems)) => result_message(id, &ToolResult::error(problems)),
+        Some(Ok(())) => {
+            drop(table);
+            let Value::Object(arguments) = arguments else {
+                unreachable!("built as an object above")
+            };
+            let call = Call {
+                name: name.clone(),
+                arguments,
+                peer,
+            };
+            let handler = &shared.handler;
+            let outcome = match std::panic::catch_unwind(AssertUnwindSafe(|| handler.call(call))) {
+                Ok(future) => CatchUnwind(future).await,
+                Err(panic) => Err(panic_text(&*panic)),
+            };
+            match outcome {
+                Ok(result) => result_message(id, &result),
+                Err(panic) => {
+                    tracing::error!(tool = %name, %panic, "a tool handler panicked");
+                    Message::error_response(
+                        id,
+                        ErrorCode::Internal,
+                        format!("the application failed while running {name}"),
+                    )
+                }
+            }
+        }
+    };
+    let _ = replies.send(Outgoing::Send(reply)).await;
+}
+
+fn result_message(id: RequestId, result: &ToolResult) -> Message {
+    match serde_json::to_value(result) {
+        Ok(value) => Message::result(id, value),
+        Err(e) => Message::error_response(
+            id,
+            ErrorCode::Internal,
+            format!("the tool's result cannot be serialised: {e}"),
+        ),
+    }
+}
+
+/// Polls a handler's future, turning a panic into an error.
+struct CatchUnwind<'a>(BoxFuture<'a, ToolResult>);
+
+impl Future for CatchUnwind<'_> {
+    type Output = Result<ToolResult, String>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let future = self.0.as_mut();
+        match std::panic::catch_unwind(AssertUnwindSafe(|| future.poll(cx))) {
+            Ok(Poll::Pending) => Poll::Pending,
+            Ok(Poll::Ready(result)) => Poll::Ready(Ok(result)),
+            Err(panic) => Poll::Ready(Err(panic_text(&*panic))),
+        }
+    }
+}
+
+fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn params(value: Value) -> Option<Map<String, Value>> {
+        value.as_object().cloned()
+    }
+
+    #[test]
+    fn call_params_are_checked() {
+        assert_eq!(
+            parse_call(params(json!({"name": "t", "arguments": {"a": 1}}))),
+            Ok(("t".into(), params(json!({"a": 1})).unwrap()))
+        );
+        assert_eq!(
+            parse_call(params(json!({"name": "t"}))),
+            Ok(("t".into(), Map::new()))
+        );
+        assert_eq!(
+            parse_call(params(json!({"name": "t", "arguments": null}))),
+            Ok(("t".into(), Map::new()))
+        );
+        assert!(parse_call(None).is_err());
+        assert!(parse_call(params(json!({"name": 3}))).is_err());
+        assert!(parse_call(params(json!({"arguments": {}}))).is_err());
+        assert!(parse_call(params(json!({"name": "t", "arguments": [1]}))).is_err());
+    }
+}
