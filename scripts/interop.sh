@@ -143,7 +143,7 @@ done
 
 PORT=$(helper free-port)
 URL=http://127.0.0.1:$PORT/mcp
-"$BIN" serve --ephemeral --http "127.0.0.1:$PORT" </dev/null >"$WORK/server.log" 2>&1 &
+"$BIN" serve --ephemeral --no-socket --http "127.0.0.1:$PORT" </dev/null >"$WORK/server.log" 2>&1 &
 SERVER_PID=$!
 if why=$(helper wait-port "$PORT" "$T_LISTEN" "$SERVER_PID"); then
     pass "server listening on 127.0.0.1:$PORT"

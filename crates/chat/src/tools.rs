@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use switchboard_toolset::{
     Caller, JsonObject, Tool, ToolAnnotations, ToolError, ToolFuture, ToolOutput, Toolset,
-    object_schema, parse_args,
+    object_schema, parse_args, with_call_timeout,
 };
 
 use crate::{
@@ -65,7 +65,7 @@ impl ChatTools {
 struct SendParams {
     channel: String,
     text: String,
-    sender: String,
+    sender: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -121,10 +121,10 @@ impl Toolset for ChatTools {
         self.backend.close()
     }
 
-    fn call<'a>(&'a self, tool: &'a str, args: JsonObject, _caller: &'a Caller) -> ToolFuture<'a> {
+    fn call<'a>(&'a self, tool: &'a str, args: JsonObject, caller: &'a Caller) -> ToolFuture<'a> {
         Box::pin(async move {
             match tool {
-                "send_message" => self.send_message(parse_args(tool, args)?).await,
+                "send_message" => self.send_message(parse_args(tool, args)?, caller).await,
                 "read_messages" => self.read_messages(parse_args(tool, args)?),
                 "create_channel" => self.create_channel(parse_args(tool, args)?).await,
                 "list_channels" => self.list_channels(parse_args(tool, args)?).await,
@@ -148,11 +148,19 @@ impl ChatTools {
         self.backend.rules().channel(raw).map_err(fail)
     }
 
-    async fn send_message(&self, p: SendParams) -> Result<ToolOutput, ToolError> {
+    async fn send_message(&self, p: SendParams, caller: &Caller) -> Result<ToolOutput, ToolError> {
         let rules = self.backend.rules();
         let channel = rules.channel(&p.channel).map_err(fail)?;
+        let sender = p
+            .sender
+            .or_else(|| caller.default_nick.clone())
+            .ok_or_else(|| {
+                ToolError::new(
+                    "invalid arguments for send_message: missing field `sender` (your nick)",
+                )
+            })?;
         let sender = rules
-            .nick(&p.sender)
+            .nick(&sender)
             .map_err(|e| ToolError::new(format!("sender: {e}")))?;
         let lines = message_lines(&p.text, self.limits.max_text_bytes).map_err(fail)?;
         let delivery = self
@@ -409,9 +417,9 @@ fn tool_definitions() -> Vec<Tool> {
                 json!({
                     "channel": channel,
                     "text": {"type": "string"},
-                    "sender": {"type": "string", "description": "Your nick"}
+                    "sender": {"type": "string", "description": "Your nick (required except through the relay shim, which defaults to the agent's process name)"}
                 }),
-                &["channel", "text", "sender"],
+                &["channel", "text"],
             ),
         )
         .with_raw_output_schema(output(json!({
@@ -489,7 +497,7 @@ fn tool_definitions() -> Vec<Tool> {
             "required": ["channel", "members"]
         })))
         .with_annotations(read_only.clone()),
-        Tool::new(
+        with_call_timeout(Tool::new(
             "wait_for_messages",
             "Block until a channel has messages newer than since (default: now), then return them like read_messages; returns empty after timeout_s.",
             object_schema(
@@ -503,6 +511,8 @@ fn tool_definitions() -> Vec<Tool> {
         )
         .with_raw_output_schema(output(message_list.clone()))
         .with_annotations(read_only.clone()),
+        // Blocks up to 50 s; transports that time calls out must wait longer.
+        Duration::from_secs(WAIT_MAX_S as u64 + 10)),
         Tool::new(
             "search_messages",
             "Full-text search of the message history (all words must match), best match first.",

@@ -28,6 +28,24 @@ pub enum Command {
     Tail(TailArgs),
     /// Post a message to a channel.
     Say(SayArgs),
+    /// Write the mcpServers JSON an agent CLI takes with --mcp-config.
+    McpConfig(McpConfigArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct McpConfigArgs {
+    /// Where to write it (default: mcp-config.json beside the app's socket).
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// The application whose tools the shim relays (default: the switchboard daemon).
+    #[arg(long, value_name = "ID", default_value = DAEMON_APP_ID, conflicts_with = "socket")]
+    pub app_id: String,
+    /// Relay the application at this socket instead.
+    #[arg(long, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+    /// The server's name under mcpServers (default: the app id).
+    #[arg(long)]
+    pub name: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -120,6 +138,12 @@ pub struct ServeArgs {
     /// Do not serve HTTP.
     #[arg(long)]
     pub no_http: bool,
+    /// Serve the relay socket at PATH (default $XDG_RUNTIME_DIR/switchboard/switchboard/relay.sock).
+    #[arg(long, value_name = "PATH", conflicts_with = "no_socket")]
+    pub socket: Option<PathBuf>,
+    /// Do not serve the relay socket.
+    #[arg(long)]
+    pub no_socket: bool,
     /// Allow a non-loopback --http address without a bearer token.
     #[arg(long)]
     pub insecure_no_auth: bool,

@@ -35,7 +35,26 @@ pub struct Config {
     pub stdio: bool,
     pub log: LogConfig,
     pub http: HttpConfig,
+    pub socket: SocketConfig,
     pub chat: ChatConfig,
+}
+
+/// The relay socket for `switchboard shim`, `tail` and `say`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SocketConfig {
+    pub enabled: bool,
+    /// The socket's path; the standard per-user path when unset.
+    pub path: Option<PathBuf>,
+}
+
+impl Default for SocketConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            path: None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -308,8 +327,10 @@ impl Config {
     pub fn apply_flags(&mut self, args: &ServeArgs) {
         if args.stdio {
             self.stdio = true;
-            // One client on stdin/stdout; a daemon's port is not ours to take.
+            // One client on stdin/stdout; a daemon's port and socket are not
+            // ours to take.
             self.http.enabled = false;
+            self.socket.enabled = false;
         }
         if let Some(addr) = args.http {
             self.http.enabled = true;
@@ -317,6 +338,13 @@ impl Config {
         }
         if args.no_http {
             self.http.enabled = false;
+        }
+        if let Some(path) = &args.socket {
+            self.socket.enabled = true;
+            self.socket.path = Some(path.clone());
+        }
+        if args.no_socket {
+            self.socket.enabled = false;
         }
         if args.insecure_no_auth {
             self.http.insecure_no_auth = true;
@@ -334,10 +362,10 @@ impl Config {
     }
 
     fn validate(&self, env: &dyn Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
-        if !self.stdio && !self.http.enabled {
+        if !self.stdio && !self.http.enabled && !self.socket.enabled {
             return Err(invalid(
                 "http.enabled",
-                "nothing to serve: HTTP is off and --stdio was not given",
+                "nothing to serve: HTTP and the relay socket are off and --stdio was not given",
             ));
         }
         if tracing_subscriber::EnvFilter::try_new(&self.log.level).is_err() {

@@ -27,6 +27,37 @@ use clap::Parser;
 
 use crate::{cli::Command, config::ConfigError};
 
+/// `switchboard mcp-config`: writes the file and prints its path.
+fn write_mcp_config(args: &cli::McpConfigArgs) -> anyhow::Result<()> {
+    use switchboard_relay::{DEFAULT_PREFIX, McpConfig, mcp_config_path};
+    let mut config = match &args.socket {
+        Some(socket) => {
+            McpConfig::shim_socket(args.name.as_deref().unwrap_or(&args.app_id), socket)
+        }
+        None => McpConfig::shim(&args.app_id),
+    };
+    if let Some(name) = &args.name {
+        config = config.with_server_name(name);
+    }
+    if let Ok(exe) = std::env::current_exe() {
+        config = config.with_command(exe);
+    }
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| mcp_config_path(DEFAULT_PREFIX, &args.app_id));
+    match switchboard_relay::write_mcp_config(&config, &out) {
+        Some(path) => {
+            println!("{}", path.display());
+            Ok(())
+        }
+        None => anyhow::bail!(
+            "cannot write {}; check that its directory is writable",
+            out.display()
+        ),
+    }
+}
+
 /// Runs a small client command on a single-threaded runtime.
 fn current_thread(
     task: impl std::future::Future<Output = anyhow::Result<()>>,
@@ -60,6 +91,7 @@ fn main() -> ExitCode {
             args.limit,
             !args.no_follow,
         )),
+        Command::McpConfig(args) => write_mcp_config(&args),
         Command::Say(args) => current_thread(terminal::say(
             cli::daemon_socket(&args.socket),
             args.channel,

@@ -10,8 +10,8 @@ use std::sync::Arc;
 use rmcp::{
     ErrorData, RoleServer, ServerHandler,
     model::{
-        CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
-        PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+        CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, JsonObject,
+        ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
     },
     service::RequestContext,
 };
@@ -67,6 +67,37 @@ impl McpServer {
     }
 }
 
+impl McpServer {
+    /// Runs a tool for this handler's caller, unless shutdown has begun.
+    pub async fn call(
+        &self,
+        name: &str,
+        arguments: JsonObject,
+    ) -> Result<CallToolResult, ErrorData> {
+        if self.drain.stopping.is_cancelled() {
+            return Err(ErrorData::internal_error(
+                "switchboard is shutting down; the call was not run",
+                None,
+            ));
+        }
+        let _in_flight = self.drain.calls.token();
+        tracing::debug!(tool = %name, caller = %self.caller.label, "tools/call");
+        self.registry
+            .call(name, arguments, &self.caller)
+            .await
+            .ok_or_else(|| {
+                ErrorData::invalid_params(
+                    format!("unknown tool {name:?}; tools/list shows the tools this server offers"),
+                    None,
+                )
+            })
+    }
+
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+}
+
 impl ServerHandler for McpServer {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
@@ -96,22 +127,8 @@ impl ServerHandler for McpServer {
         request: CallToolRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        if self.drain.stopping.is_cancelled() {
-            return Err(ErrorData::internal_error(
-                "switchboard is shutting down; the call was not run",
-                None,
-            ));
-        }
-        let _in_flight = self.drain.calls.token();
-        let name = request.name;
-        let arguments = request.arguments.unwrap_or_default();
-        tracing::debug!(tool = %name, caller = %self.caller.label, "tools/call");
-        match self.registry.call(&name, arguments, &self.caller).await {
-            Some(result) => Ok(result.into()),
-            None => Err(ErrorData::invalid_params(
-                format!("unknown tool {name:?}; tools/list shows the tools this server offers"),
-                None,
-            )),
-        }
+        self.call(&request.name, request.arguments.unwrap_or_default())
+            .await
+            .map(Into::into)
     }
 }

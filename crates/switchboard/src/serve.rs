@@ -11,15 +11,16 @@ use anyhow::Context;
 use switchboard_chat::{
     ChatBackend, ChatLimits, ChatTools, History, LocalHub, Location, irc::IrcBackend,
 };
-use switchboard_toolset::{Registry, Toolset};
+use switchboard_toolset::{Caller, Registry, Toolset};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
+    cli::DAEMON_APP_ID,
     config::{Backend, Config},
     logging,
     mcp::{Drain, McpServer},
-    transport::{guard::Guard, http, stdio},
+    transport::{guard::Guard, http, relay::RegistryHandler, stdio},
 };
 
 /// How long in-flight calls get to finish at shutdown.
@@ -103,9 +104,32 @@ async fn serve(
             }
         });
     }
+    if config.socket.enabled {
+        let mut options = switchboard_relay::Options::new(DAEMON_APP_ID).app_name("switchboard");
+        if let Some(path) = &config.socket.path {
+            options = options.socket_path(path.clone());
+        }
+        let relay = options
+            .bind(RegistryHandler::new(
+                server.for_caller(Caller::new("relay")),
+            ))
+            .context(
+                "cannot serve the relay socket (socket.path); pass --no-socket or --socket PATH",
+            )?;
+        tracing::info!(
+            "serving the relay socket at {}",
+            relay.socket_path().display()
+        );
+        let stop = shutdown.clone();
+        tasks.spawn(async move {
+            if let Err(e) = relay.serve(stop.cancelled_owned()).await {
+                tracing::error!(error = %e, "relay socket failed");
+            }
+        });
+    }
     if config.stdio {
         let stop = shutdown.clone();
-        let server = server.for_caller(switchboard_toolset::Caller::new("stdio"));
+        let server = server.for_caller(Caller::new("stdio"));
         tasks.spawn(async move {
             stdio::serve(
                 server,

@@ -148,7 +148,11 @@ async fn configuration_errors_exit_2_naming_the_key() {
             vec![],
             "missing.toml",
         ),
-        (vec!["--no-http".into()], vec![], "http.enabled"),
+        (
+            vec!["--no-http".into(), "--no-socket".into()],
+            vec![],
+            "http.enabled",
+        ),
         (vec!["--http".into(), "localhost".into()], vec![], "--http"),
     ];
     std::fs::write(&file, "[http]\nlisten_on = \"127.0.0.1:1\"\n").unwrap();
@@ -174,7 +178,7 @@ async fn configuration_errors_exit_2_naming_the_key() {
 async fn a_taken_port_is_a_runtime_failure_that_names_it() {
     let server = Server::start(&["--ephemeral"]).await;
     let addr = server.addr.to_string();
-    let output = command(&["--ephemeral", "--http", &addr])
+    let output = command(&["--ephemeral", "--no-socket", "--http", &addr])
         .output()
         .await
         .unwrap();

@@ -10,13 +10,17 @@ pub struct Caller {
     pub label: String,
     /// The process id of the client, when the transport can verify it.
     pub pid: Option<u32>,
+    /// A name for the agent behind this client, when the transport can tell
+    /// one (the relay derives it from the agent's process), for toolsets to
+    /// use when the agent gives none.
+    pub default_nick: Option<String>,
 }
 
 impl Caller {
     pub fn new(label: impl Into<String>) -> Self {
         Self {
             label: label.into(),
-            pid: None,
+            ..Self::default()
         }
     }
 }

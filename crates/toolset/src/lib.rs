@@ -20,7 +20,7 @@ pub use args::parse_args;
 pub use caller::Caller;
 pub use registry::{Registry, RegistryError};
 pub use rmcp::model::{CallToolResult, JsonObject, Tool, ToolAnnotations};
-pub use schema::object_schema;
+pub use schema::{call_timeout, object_schema, with_call_timeout};
 
 /// The future a tool call returns. Boxed so toolsets can live behind `dyn`.
 pub type ToolFuture<'a> = Pin<Box<dyn Future<Output = Result<ToolOutput, ToolError>> + Send + 'a>>;

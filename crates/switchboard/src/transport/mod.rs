@@ -6,9 +6,11 @@
 //! - [`http`] — the axum app: Streamable HTTP at `/mcp`, the request guard.
 //! - [`sse`] — the legacy HTTP+SSE endpoints (`/sse`, `/messages/`).
 //! - [`guard`] — DNS-rebinding and bearer-token checks for every HTTP route.
+//! - [`relay`] — the relay socket, for `switchboard shim`, `tail` and `say`.
 
 pub mod guard;
 pub mod http;
+pub mod relay;
 pub mod sse;
 pub mod stdio;
 

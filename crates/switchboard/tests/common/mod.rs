@@ -75,6 +75,10 @@ impl Server {
         if !args.contains(&"--http") {
             all.extend(["--http", "127.0.0.1:0"]);
         }
+        // Tests never take the user's standard relay socket.
+        if !args.contains(&"--socket") {
+            all.push("--no-socket");
+        }
         let mut cmd = command(&all);
         for (k, v) in env {
             cmd.env(k, v);
