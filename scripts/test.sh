@@ -7,4 +7,4 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 cargo test --workspace --release --locked
 cargo build --release --locked -p switchboard
-scripts/interop.sh target/release/switchboard
+scripts/interop.sh "${CARGO_TARGET_DIR:-target}/release/switchboard"
