@@ -4,7 +4,10 @@
 //! a URI template per source for pages not listed, and `read` returning a
 //! page's whole markdown.
 
+use std::{future::Future, pin::Pin};
+
 use serde::Serialize;
+use switchboard_toolset::{ReadResourceResult, Resource, ResourceSource, ResourceTemplate};
 
 use crate::{library::DocsError, tools::DocsTools};
 
@@ -104,6 +107,44 @@ impl DocsTools {
             mime_type: MARKDOWN.into(),
             text: page.lookup.page.text.to_string(),
             stale: page.lookup.is_stale(),
+        })
+    }
+}
+
+/// Converts one of the plain structs above into its MCP model type (they
+/// share the JSON shape).
+fn to_model<T: Serialize, M: serde::de::DeserializeOwned>(value: &T) -> Result<M, String> {
+    serde_json::to_value(value)
+        .and_then(serde_json::from_value)
+        .map_err(|e| format!("docs resource does not fit the MCP shape: {e}"))
+}
+
+impl ResourceSource for DocsTools {
+    fn list(&self) -> Pin<Box<dyn Future<Output = Result<Vec<Resource>, String>> + Send + '_>> {
+        Box::pin(async move {
+            let list = self.list_resources().await.map_err(|e| e.to_string())?;
+            list.iter().map(to_model).collect()
+        })
+    }
+
+    fn templates(&self) -> Vec<ResourceTemplate> {
+        self.resource_templates()
+            .iter()
+            .filter_map(|t| to_model(t).ok())
+            .collect()
+    }
+
+    fn read<'a>(
+        &'a self,
+        uri: &'a str,
+    ) -> Pin<Box<dyn Future<Output = Option<Result<ReadResourceResult, String>>> + Send + 'a>> {
+        Box::pin(async move {
+            match self.read_resource(uri).await {
+                // Not one of ours: another source may own it.
+                Err(DocsError::BadUrl { .. } | DocsError::NotAllowed { .. }) => None,
+                Err(e) => Some(Err(e.to_string())),
+                Ok(contents) => Some(to_model(&serde_json::json!({ "contents": [contents] }))),
+            }
         })
     }
 }

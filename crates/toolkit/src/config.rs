@@ -60,6 +60,9 @@ pub struct ToolkitConfig {
     pub templates: Vec<TemplateConfig>,
     /// The bridge to a local CLI (`[commands]`).
     pub commands: Option<CommandsConfig>,
+    /// Prompt templates (`[[prompts]]`).
+    #[serde(default)]
+    pub prompts: Vec<crate::PromptConfig>,
 }
 
 impl ToolkitConfig {
@@ -71,6 +74,7 @@ impl ToolkitConfig {
         if let Some(commands) = &self.commands {
             CommandTools::new(commands, profile_dir)?;
         }
+        crate::PromptTools::new(&self.prompts)?;
         Ok(())
     }
 

@@ -19,6 +19,7 @@
 mod catalog;
 pub mod commands;
 pub mod config;
+mod prompts;
 mod schema;
 mod templates;
 
@@ -28,4 +29,5 @@ pub use config::{
     ActionConfig, ActionKind, ArgRule, ArgTemplate, CaseConfig, CatalogConfig, CatalogEntry,
     CommandsConfig, ConfigError, TemplateConfig, ToolkitConfig,
 };
+pub use prompts::{PromptArgumentConfig, PromptConfig, PromptTools};
 pub use templates::TemplateTools;

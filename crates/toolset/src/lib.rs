@@ -11,6 +11,7 @@
 
 mod args;
 mod caller;
+mod extras;
 mod registry;
 mod schema;
 
@@ -18,6 +19,10 @@ use std::{future::Future, pin::Pin};
 
 pub use args::parse_args;
 pub use caller::Caller;
+pub use extras::{
+    GetPromptResult, Prompt, PromptSource, ReadResourceResult, Resource, ResourceSource,
+    ResourceTemplate,
+};
 pub use registry::{Registry, RegistryError};
 pub use rmcp::model::{CallToolResult, JsonObject, Tool, ToolAnnotations};
 pub use schema::{call_timeout, object_schema, with_call_timeout};

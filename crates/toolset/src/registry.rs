@@ -2,7 +2,10 @@
 
 use std::{collections::HashMap, sync::Arc};
 
-use crate::{CallToolResult, Caller, JsonObject, Tool, Toolset, into_call_result};
+use crate::{
+    CallToolResult, Caller, GetPromptResult, JsonObject, Prompt, PromptSource, ReadResourceResult,
+    Resource, ResourceSource, ResourceTemplate, Tool, Toolset, into_call_result,
+};
 
 /// Two toolsets offered a tool under the same name.
 #[derive(Debug, thiserror::Error)]
@@ -28,10 +31,22 @@ struct Inner {
     by_name: HashMap<String, usize>,
     toolsets: Vec<Arc<dyn Toolset>>,
     owner: Vec<usize>,
+    resources: Vec<Arc<dyn ResourceSource>>,
+    prompts: Vec<Arc<dyn PromptSource>>,
 }
 
 impl Registry {
+    /// A registry of tools only.
     pub fn new(toolsets: Vec<Arc<dyn Toolset>>) -> Result<Self, RegistryError> {
+        Self::with_sources(toolsets, Vec::new(), Vec::new())
+    }
+
+    /// A registry of tools, resources and prompts.
+    pub fn with_sources(
+        toolsets: Vec<Arc<dyn Toolset>>,
+        resources: Vec<Arc<dyn ResourceSource>>,
+        prompts: Vec<Arc<dyn PromptSource>>,
+    ) -> Result<Self, RegistryError> {
         let mut tools = Vec::new();
         let mut owner: Vec<usize> = Vec::new();
         let mut by_name: HashMap<String, usize> = HashMap::new();
@@ -55,8 +70,73 @@ impl Registry {
                 by_name,
                 toolsets,
                 owner,
+                resources,
+                prompts,
             }),
         })
+    }
+
+    pub fn has_resources(&self) -> bool {
+        !self.inner.resources.is_empty()
+    }
+
+    pub fn has_prompts(&self) -> bool {
+        !self.inner.prompts.is_empty()
+    }
+
+    /// Every source's resources; a source that fails is logged and skipped
+    /// unless every source fails.
+    pub async fn resources(&self) -> Result<Vec<Resource>, String> {
+        let mut all = Vec::new();
+        let mut last_error = None;
+        for source in &self.inner.resources {
+            match source.list().await {
+                Ok(list) => all.extend(list),
+                Err(e) => last_error = Some(e),
+            }
+        }
+        match last_error {
+            Some(e) if all.is_empty() => Err(e),
+            _ => Ok(all),
+        }
+    }
+
+    pub fn resource_templates(&self) -> Vec<ResourceTemplate> {
+        self.inner
+            .resources
+            .iter()
+            .flat_map(|s| s.templates())
+            .collect()
+    }
+
+    /// Reads `uri` from the source that owns it; `None` when none does.
+    pub async fn read_resource(&self, uri: &str) -> Option<Result<ReadResourceResult, String>> {
+        for source in &self.inner.resources {
+            if let Some(result) = source.read(uri).await {
+                return Some(result);
+            }
+        }
+        None
+    }
+
+    pub fn prompts(&self) -> Vec<Prompt> {
+        self.inner
+            .prompts
+            .iter()
+            .flat_map(|s| s.prompts())
+            .collect()
+    }
+
+    /// Renders prompt `name`; `None` when no source has it.
+    pub fn prompt(
+        &self,
+        name: &str,
+        arguments: &JsonObject,
+    ) -> Option<Result<GetPromptResult, String>> {
+        self.inner
+            .prompts
+            .iter()
+            .find_map(|s| s.get(name, arguments))
     }
 
     /// Every tool, in the order the toolsets declared them.

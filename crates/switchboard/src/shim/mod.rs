@@ -184,6 +184,19 @@ where
             }
             continue;
         };
+        // A request whose id cannot be echoed (an object, an array, a bool)
+        // still gets its one reply: an error with a null id.
+        if id
+            .as_ref()
+            .is_some_and(|id| !(id.is_number() || id.is_string() || id.is_null()))
+        {
+            let _ = out.send(error_json(
+                Value::Null,
+                -32600,
+                "invalid request: id must be a string or a number",
+            ));
+            continue;
+        }
         let Some(id) = id.filter(|id| id.is_number() || id.is_string()) else {
             if method == "notifications/initialized" {
                 initialized.store(true, Ordering::Release);

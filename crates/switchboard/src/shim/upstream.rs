@@ -18,7 +18,7 @@ use switchboard_relay::{
     client::{Event, Link, LinkError},
     protocol::{ErrorCode, TOOLS_CHANGED},
 };
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 const CLIENT_NAME: &str = concat!("switchboard-shim ", env!("CARGO_PKG_VERSION"));
 /// How often the watcher looks for an absent application.
@@ -65,8 +65,12 @@ pub struct Upstream {
     timeouts: Timeouts,
     link: tokio::sync::Mutex<Option<Arc<Link>>>,
     snapshot: Mutex<Snapshot>,
-    /// The events of the newest link, for the watcher to follow.
-    events: Mutex<Option<mpsc::UnboundedReceiver<Event>>>,
+    /// The events of the newest link (and its number), for the watcher to
+    /// follow.
+    events: Mutex<Option<(u64, mpsc::UnboundedReceiver<Event>)>>,
+    /// The number of the newest link: bumped on every dial, so the watcher
+    /// stops following a link the shim has dropped and replaced.
+    generation: watch::Sender<u64>,
     /// Tells the MCP side to send `notifications/tools/list_changed`.
     changed: mpsc::UnboundedSender<()>,
 }
@@ -88,6 +92,7 @@ impl Upstream {
             link: tokio::sync::Mutex::new(None),
             snapshot: Mutex::new(snapshot),
             events: Mutex::new(None),
+            generation: watch::Sender::new(0),
             changed,
         })
     }
@@ -114,7 +119,12 @@ impl Upstream {
             Link::connect(&self.socket, self.timeouts.connect, CLIENT_NAME).await?;
         let link = Arc::new(link);
         *slot = Some(link.clone());
-        *self.events.lock().expect("events lock") = Some(events);
+        let mut generation = 0;
+        self.generation.send_modify(|g| {
+            *g += 1;
+            generation = *g;
+        });
+        *self.events.lock().expect("events lock") = Some((generation, events));
         Ok(link)
     }
 
@@ -179,6 +189,14 @@ impl Upstream {
     }
 
     /// The call timeout for `tool`: its `timeout_ms` if it declares a longer one.
+    fn knows(&self, tool: &str) -> bool {
+        let snapshot = self.snapshot.lock().expect("snapshot lock");
+        snapshot
+            .tools
+            .iter()
+            .any(|t| t.get("name").and_then(Value::as_str) == Some(tool))
+    }
+
     fn call_timeout(&self, tool: &str) -> Duration {
         let snapshot = self.snapshot.lock().expect("snapshot lock");
         snapshot
@@ -206,6 +224,11 @@ impl Upstream {
                 return Err(CallFailure::Absent);
             }
         };
+        // A host may call before it lists: learn the tool's declared timeout
+        // (and the app's name) first. Only for a tool the shim has not seen.
+        if !self.knows(tool) {
+            self.list().await;
+        }
         let mut params = Map::new();
         params.insert("name".into(), Value::String(tool.to_owned()));
         params.insert("arguments".into(), Value::Object(arguments));
@@ -234,6 +257,7 @@ impl Upstream {
     /// waiting for the agent to ask.
     pub async fn watch(self: Arc<Self>) {
         let mut present = false;
+        let mut newest = self.generation.subscribe();
         loop {
             let up = self.link().await.is_ok();
             if up && !present {
@@ -250,27 +274,46 @@ impl Upstream {
                 None
             };
             match events {
-                // Follow the link until it closes, then look again.
-                Some(mut events) => {
-                    while let Some(event) = events.recv().await {
-                        match event {
-                            Event::Notify(name) if name == TOOLS_CHANGED => {
-                                self.list().await;
-                            }
-                            Event::Notify(_) => {}
-                            Event::Closed(reason) => {
-                                tracing::debug!(%reason, "relay link closed");
-                                break;
-                            }
+                // Follow the link until it closes, or until a request drops
+                // it and dials a newer one (the dropped link may stay open
+                // for long, e.g. while the application still runs a call
+                // that timed out, and only the newer one hears its news).
+                Some((number, mut events)) => {
+                    loop {
+                        tokio::select! {
+                            // What the link said before it was replaced
+                            // (its close, above all) comes first.
+                            biased;
+                            event = events.recv() => match event {
+                                Some(Event::Notify(name)) if name == TOOLS_CHANGED => {
+                                    self.list().await;
+                                }
+                                Some(Event::Notify(_)) => {}
+                                Some(Event::Closed(reason)) => {
+                                    tracing::debug!(%reason, "relay link closed");
+                                    break;
+                                }
+                                None => break,
+                            },
+                            () = replaced(&mut newest, number) => break,
                         }
                     }
-                    // A link that closed means the application may be gone or
-                    // restarting: its return counts as an appearance.
+                    // A link that closed or was replaced after a failure means
+                    // the application may be gone or may have restarted: the
+                    // next link counts as an appearance (refreshed, announced).
                     present = false;
                 }
                 None => tokio::time::sleep(WATCH_INTERVAL).await,
             }
         }
+    }
+}
+
+/// Completes once a link newer than `number` has been dialled. (Not
+/// `wait_for` in a `select!`: its guard would make the future `!Send`.)
+async fn replaced(newest: &mut watch::Receiver<u64>, number: u64) {
+    if newest.wait_for(|n| *n != number).await.is_err() {
+        std::future::pending::<()>().await;
     }
 }
 

@@ -387,3 +387,122 @@ impl SseClient {
         .await
     }
 }
+
+// --- the relay socket: `switchboard shim`, `tail`, `say` and the daemon ---
+
+/// Variables that change how `switchboard shim` behaves.
+const SHIM_ENV: &[&str] = &[
+    "SWITCHBOARD_SHIM_LOG",
+    "SWITCHBOARD_SHIM_CONNECT_TIMEOUT_MS",
+    "SWITCHBOARD_SHIM_LIST_TIMEOUT_MS",
+    "SWITCHBOARD_SHIM_CALL_TIMEOUT_MS",
+];
+
+/// A private runtime directory (mode 0700) to give every child as
+/// `XDG_RUNTIME_DIR`, so that no test touches the user's real one.
+pub fn runtime_dir() -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::Builder::new()
+        .prefix("switchboard-runtime-")
+        .tempdir()
+        .expect("create a runtime dir");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700))
+        .expect("chmod 0700");
+    dir
+}
+
+/// `switchboard <args>` (any subcommand) with a clean environment, its
+/// runtime dir at `runtime`, killed on drop.
+pub fn switchboard(args: &[&str], runtime: &std::path::Path) -> Command {
+    let mut cmd = Command::new(BIN);
+    cmd.args(args);
+    for var in ISOLATED_ENV.iter().chain(SHIM_ENV) {
+        cmd.env_remove(var);
+    }
+    cmd.env("XDG_RUNTIME_DIR", runtime);
+    cmd.kill_on_drop(true);
+    cmd
+}
+
+/// A `switchboard serve --no-http` daemon serving its tools on a relay
+/// socket only, with its log (stderr) collected.
+pub struct Daemon {
+    child: Child,
+    pub socket: std::path::PathBuf,
+    pub log: Arc<Mutex<String>>,
+}
+
+impl Daemon {
+    /// Starts `serve --ephemeral --no-http --socket <socket>` plus `args`
+    /// and waits until the relay socket is being served.
+    pub async fn start(socket: &std::path::Path, runtime: &std::path::Path, args: &[&str]) -> Self {
+        let socket_arg = socket.to_str().expect("UTF-8 path");
+        let mut all = vec!["--no-http", "--socket", socket_arg];
+        if !args.contains(&"--data-dir") {
+            all.push("--ephemeral");
+        }
+        all.extend_from_slice(args);
+        let mut cmd = command(&all);
+        for var in SHIM_ENV {
+            cmd.env_remove(var);
+        }
+        cmd.env("XDG_RUNTIME_DIR", runtime);
+        let mut child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn switchboard serve");
+        let log = Arc::new(Mutex::new(String::new()));
+        let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let sink = log.clone();
+        tokio::spawn(async move {
+            let mut ready_tx = Some(ready_tx);
+            while let Ok(Some(line)) = lines.next_line().await {
+                let ready = line.contains("serving the relay socket at");
+                {
+                    let mut log = sink.lock().unwrap();
+                    log.push_str(&line);
+                    log.push('\n');
+                }
+                if ready && let Some(tx) = ready_tx.take() {
+                    let _ = tx.send(());
+                }
+            }
+        });
+        if !matches!(
+            tokio::time::timeout(Duration::from_secs(20), ready_rx).await,
+            Ok(Ok(()))
+        ) {
+            let status = child.try_wait().ok().flatten();
+            panic!(
+                "switchboard did not serve its relay socket (exit: {status:?}); log:\n{}",
+                log.lock().unwrap()
+            );
+        }
+        Self {
+            child,
+            socket: socket.to_owned(),
+            log,
+        }
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.child.id().expect("running") as i32
+    }
+
+    pub fn log(&self) -> String {
+        self.log.lock().unwrap().clone()
+    }
+
+    /// SIGTERM, then waits (bounded) for a clean exit.
+    pub async fn stop(mut self) -> ExitStatus {
+        // SAFETY: kill(2) on our own child with a valid signal number.
+        assert_eq!(unsafe { libc::kill(self.pid(), libc::SIGTERM) }, 0);
+        tokio::time::timeout(Duration::from_secs(15), self.child.wait())
+            .await
+            .expect("the daemon exits after SIGTERM")
+            .expect("wait for the daemon")
+    }
+}

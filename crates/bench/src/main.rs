@@ -1,0 +1,247 @@
+//! `switchboard-bench`: measures the real `switchboard` release binary against
+//! its performance targets and prints a markdown table (metric, target,
+//! measured, pass/fail) on stdout; progress goes to stderr.
+//!
+//! The binary under test runs as a child process, exactly as an agent starts
+//! it. Sections (`--only NAME` runs one):
+//!
+//! - `cold-start` ([`cold_start`]): spawn `serve --stdio` to the `initialize`
+//!   reply; median and p90 of 30 runs.
+//! - `workload` ([`workload`]): 10 concurrent senders × 50 × (`send_message`,
+//!   `read_messages(limit=50)`) over stdio, Streamable HTTP and legacy SSE,
+//!   with a durable file-backed history (and stdio also `--ephemeral`);
+//!   calls/s, median of 3 rounds.
+//! - `read` ([`big_history`]): `read_messages(limit=50)` on a channel of
+//!   1,000,000 messages, in-process and as a stdio round trip; p50 and p99.
+//! - `rss` ([`rss`]): resident memory of `serve --http`, idle and after the
+//!   workload on the 1,000,000 message history.
+//!
+//! The clients are built to cost far less than the server: a hand-written
+//! JSON-RPC client over the child's pipes (ids correlate concurrent calls on
+//! the one stdio connection) and bare hyper HTTP/1.1 connections, all driven
+//! by one current-thread tokio runtime, so the benchmark itself uses at most
+//! about one core. The CPU each side used is reported with every workload.
+//!
+//! `--quick` is a smoke run: 10 cold starts, 1 round, 100,000 messages, 500
+//! reads. The exit status is 1 when a section could not be measured, not
+//! when a target is missed.
+
+mod big_history;
+mod cold_start;
+mod report;
+mod rpc;
+mod rss;
+mod server;
+mod stdio;
+mod sys;
+mod web;
+mod workload;
+
+use std::{cell::Cell, path::PathBuf, process::ExitCode, time::Instant};
+
+use anyhow::{Context, bail};
+use clap::{Parser, ValueEnum};
+
+use crate::{
+    report::{Failure, Report, thousands},
+    server::Switchboard,
+};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "switchboard-bench",
+    version,
+    about = "Measures the switchboard binary against its performance targets"
+)]
+struct Cli {
+    /// The switchboard binary to measure [default: `switchboard` next to this binary].
+    #[arg(long, value_name = "PATH")]
+    switchboard: Option<PathBuf>,
+    /// A smoke run: fewer runs and rounds, 100,000 messages instead of 1,000,000.
+    #[arg(long)]
+    quick: bool,
+    /// Run one section only.
+    #[arg(long, value_enum, value_name = "NAME")]
+    only: Option<Section>,
+    /// Rebuild the cached large history instead of reusing it.
+    #[arg(long)]
+    fresh: bool,
+    /// Where the large history is cached [default: $TMPDIR/switchboard-bench].
+    #[arg(long, value_name = "DIR")]
+    cache_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Section {
+    ColdStart,
+    Workload,
+    Read,
+    Rss,
+}
+
+impl Section {
+    fn name(self) -> &'static str {
+        match self {
+            Section::ColdStart => "cold-start",
+            Section::Workload => "workload",
+            Section::Read => "read",
+            Section::Rss => "rss",
+        }
+    }
+}
+
+/// How much to measure.
+pub struct Plan {
+    /// Timed cold starts per history kind.
+    pub cold_runs: usize,
+    /// Workload rounds per transport.
+    pub rounds: usize,
+    /// Messages in the large channel.
+    pub messages: usize,
+    /// Timed reads of the large channel, per way of reading.
+    pub reads: usize,
+    pub cache_dir: PathBuf,
+    /// Rebuild the cached large history (cleared once rebuilt).
+    pub fresh: Cell<bool>,
+}
+
+impl Plan {
+    fn new(cli: &Cli) -> Self {
+        let cache_dir = cli
+            .cache_dir
+            .clone()
+            .unwrap_or_else(|| std::env::temp_dir().join("switchboard-bench"));
+        let (cold_runs, rounds, messages, reads) = if cli.quick {
+            (10, 1, 100_000, 500)
+        } else {
+            (30, 3, 1_000_000, 2_000)
+        };
+        Self {
+            cold_runs,
+            rounds,
+            messages,
+            reads,
+            cache_dir,
+            fresh: Cell::new(cli.fresh),
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(&cli) {
+        Ok(report) if report.failures.is_empty() => ExitCode::SUCCESS,
+        Ok(_) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("switchboard-bench: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: &Cli) -> anyhow::Result<Report> {
+    let started = Instant::now();
+    let switchboard = Switchboard {
+        path: binary_path(cli)?,
+    };
+    let plan = Plan::new(cli);
+    std::fs::create_dir_all(&plan.cache_dir)
+        .with_context(|| format!("cannot create {}", plan.cache_dir.display()))?;
+    let header = header(&switchboard, &plan, cli.quick)?;
+    for line in &header {
+        eprintln!("{line}");
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let mut report = Report::default();
+    for section in Section::value_variants() {
+        if cli.only.is_some_and(|only| only != *section) {
+            continue;
+        }
+        eprintln!("\n## {}", section.name());
+        let result = match section {
+            Section::ColdStart => cold_start::section(&switchboard, &plan, &mut report),
+            Section::Workload => {
+                runtime.block_on(workload::section(&switchboard, &plan, &mut report))
+            }
+            Section::Read => {
+                runtime.block_on(big_history::section(&switchboard, &plan, &mut report))
+            }
+            Section::Rss => runtime.block_on(rss::section(&switchboard, &plan, &mut report)),
+        };
+        if let Err(e) = result {
+            eprintln!("section {} failed: {e:#}", section.name());
+            report.failures.push(Failure {
+                section: section.name(),
+                error: format!("{e:#}"),
+            });
+        }
+    }
+    report.note(format!(
+        "the run took {:.1} s",
+        started.elapsed().as_secs_f64()
+    ));
+    print!("{}", report.markdown(&header));
+    Ok(report)
+}
+
+/// `--switchboard`, or `switchboard` beside this binary (both are built
+/// into the same `target/release`).
+fn binary_path(cli: &Cli) -> anyhow::Result<PathBuf> {
+    let path = match &cli.switchboard {
+        Some(path) => path.clone(),
+        None => std::env::current_exe()?
+            .parent()
+            .context("this binary has no directory")?
+            .join("switchboard"),
+    };
+    if !path.is_file() {
+        bail!(
+            "{} does not exist; build it with `cargo build --release -p switchboard` \
+             or name the binary with --switchboard PATH",
+            path.display()
+        );
+    }
+    Ok(path)
+}
+
+/// What the reader of the report needs to know about how it was measured.
+fn header(switchboard: &Switchboard, plan: &Plan, quick: bool) -> anyhow::Result<Vec<String>> {
+    let cpus = std::thread::available_parallelism().map_or(0, usize::from);
+    let temp = std::env::temp_dir();
+    let fs = |path: &std::path::Path| sys::fs_type(path).unwrap_or_else(|| "unknown".into());
+    Ok(vec![
+        format!(
+            "binary: {} ({})",
+            switchboard.path.display(),
+            switchboard.version()?
+        ),
+        format!(
+            "machine: {cpus} CPUs, shared by the server and the benchmark's client \
+             (one thread: a current-thread tokio runtime); load average {} at the start \
+             (other processes running meanwhile skew the results: see the notes)",
+            sys::load_average().map_or("unknown".into(), |l| format!("{l:.2}"))
+        ),
+        format!(
+            "mode: {} ({} cold starts, {} workload rounds, {} messages, {} reads)",
+            if quick { "quick" } else { "full" },
+            plan.cold_runs,
+            plan.rounds,
+            thousands(plan.messages as f64),
+            plan.reads
+        ),
+        format!(
+            "data directories in {} ({}), large history cached in {} ({}); the history \
+             is durable on acknowledgement (SQLite WAL, synchronous = FULL)",
+            temp.display(),
+            fs(&temp),
+            plan.cache_dir.display(),
+            fs(&plan.cache_dir),
+        ),
+        "clients: stdio = hand-written JSON-RPC over the child's pipes, ids correlating \
+         the 10 concurrent calls on one connection; HTTP = one hyper HTTP/1.1 connection \
+         per sender; SSE = one event stream and one POST connection per sender"
+            .into(),
+    ])
+}

@@ -1,0 +1,86 @@
+//! Section 4, memory: the resident set (`VmRSS`) of `serve` in HTTP mode
+//! with a file-backed history, idle right after start, and after the chat
+//! workload over Streamable HTTP with the large history of section 3 as its
+//! data directory (a copy, so the cached one stays as built).
+
+use std::time::Duration;
+
+use anyhow::Context;
+
+use crate::{
+    Plan, big_history,
+    report::{Report, Row, Target, Unit, thousands},
+    server::{Data, Switchboard},
+    sys::Memory,
+    workload,
+};
+
+/// How long the server may settle after start before the idle reading.
+const SETTLE: Duration = Duration::from_millis(500);
+
+fn mib(kib: u64) -> f64 {
+    kib as f64 / 1024.0
+}
+
+pub async fn section(
+    switchboard: &Switchboard,
+    plan: &Plan,
+    report: &mut Report,
+) -> anyhow::Result<()> {
+    eprintln!("- RSS idle after start");
+    let empty = tempfile::tempdir()?;
+    let (server, _) = switchboard.start_http(Data::Dir(empty.path())).await?;
+    tokio::time::sleep(SETTLE).await;
+    let idle = Memory::of(server.pid()?)?;
+    server.stop().await?;
+    report.rows.push(Row::new(
+        "RSS of serve --http --data-dir, idle after start",
+        mib(idle.rss_kib),
+        Unit::Mebibytes,
+        Target::AtMost(20.0),
+    ));
+
+    let cached = big_history::filled(plan, report).await?;
+    let copy = tempfile::tempdir()?;
+    for file in ["history.db", "history.db-wal"] {
+        let from = cached.join(file);
+        if from.exists() {
+            std::fs::copy(&from, copy.path().join(file))
+                .with_context(|| format!("cannot copy {}", from.display()))?;
+        }
+    }
+    eprintln!(
+        "- RSS after the chat workload over HTTP on {} messages ({} × {} calls)",
+        thousands(plan.messages as f64),
+        plan.rounds,
+        workload::CALLS_PER_ROUND
+    );
+    let (server, addr) = switchboard.start_http(Data::Dir(copy.path())).await?;
+    let pid = server.pid()?;
+    let outcome = workload::over_http(addr, pid, big_history::CHANNEL, plan.rounds).await?;
+    let loaded = Memory::of(pid)?;
+    server.stop().await?;
+    report.note(format!(
+        "the workload on the {} message history ran at {} calls/s (median; {}); {}",
+        thousands(plan.messages as f64),
+        thousands(outcome.median()),
+        outcome.rounds(),
+        outcome.cpu()
+    ));
+    report.rows.push(
+        Row::new(
+            format!(
+                "RSS of serve --http after the chat workload, {} message history",
+                thousands(plan.messages as f64)
+            ),
+            mib(loaded.rss_kib),
+            Unit::Mebibytes,
+            Target::AtMost(40.0),
+        )
+        .detail(format!(
+            "peak {}",
+            Unit::Mebibytes.show(mib(loaded.peak_kib))
+        )),
+    );
+    Ok(())
+}

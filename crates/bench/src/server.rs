@@ -1,0 +1,194 @@
+//! Starting and stopping the real `switchboard serve` as a child process.
+
+use std::{
+    collections::VecDeque,
+    net::SocketAddr,
+    path::{Path, PathBuf},
+    process::{ExitStatus, Stdio},
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use anyhow::{Context, bail};
+use tokio::{
+    io::{AsyncBufReadExt, BufReader},
+    process::{Child, ChildStderr},
+    sync::oneshot,
+};
+
+/// Variables that would change how the binary behaves if the person running
+/// the benchmark happens to have them set.
+const ISOLATED_ENV: &[&str] = &[
+    "SWITCHBOARD_CONFIG",
+    "SWITCHBOARD_DATA_DIR",
+    "SWITCHBOARD_HTTP",
+    "SWITCHBOARD_HTTP_TOKEN",
+    "SWITCHBOARD_LOG",
+    "SWITCHBOARD_LOG_FILE",
+    "TRANSPORT_TYPE",
+    "MCP_PORT",
+    "IRC_SERVER",
+    "IRC_PORT",
+    "IRC_NICK",
+];
+
+/// Log lines kept from a server's stderr, for error messages.
+const LOG_TAIL: usize = 40;
+
+/// Where a server keeps its history.
+#[derive(Debug, Clone, Copy)]
+pub enum Data<'a> {
+    /// `--ephemeral`: in memory.
+    Ephemeral,
+    /// `--data-dir DIR`: `DIR/history.db`, durable on acknowledgement.
+    Dir(&'a Path),
+}
+
+impl Data<'_> {
+    fn args(self) -> Vec<String> {
+        match self {
+            Data::Ephemeral => vec!["--ephemeral".into()],
+            Data::Dir(dir) => vec!["--data-dir".into(), dir.display().to_string()],
+        }
+    }
+}
+
+/// The binary under test.
+#[derive(Debug, Clone)]
+pub struct Switchboard {
+    pub path: PathBuf,
+}
+
+impl Switchboard {
+    /// `switchboard serve ARGS… DATA` with a clean environment, logging at
+    /// the default level (`info,rmcp=warn`).
+    pub fn command(&self, args: &[&str], data: Data<'_>) -> std::process::Command {
+        let mut cmd = std::process::Command::new(&self.path);
+        cmd.arg("serve").args(args).args(data.args());
+        for var in ISOLATED_ENV {
+            cmd.env_remove(var);
+        }
+        cmd
+    }
+
+    /// Starts `serve --stdio`, with stdin and stdout piped for a client.
+    pub fn start_stdio(&self, data: Data<'_>) -> anyhow::Result<Server> {
+        let mut cmd = tokio::process::Command::from(self.command(&["--stdio"], data));
+        cmd.stdin(Stdio::piped()).stdout(Stdio::piped());
+        let (server, _) = Server::spawn(cmd)?;
+        Ok(server)
+    }
+
+    /// Starts `serve --http 127.0.0.1:0` and waits until it is listening.
+    pub async fn start_http(&self, data: Data<'_>) -> anyhow::Result<(Server, SocketAddr)> {
+        let mut cmd = tokio::process::Command::from(self.command(&["--http", "127.0.0.1:0"], data));
+        cmd.stdin(Stdio::null()).stdout(Stdio::null());
+        let (mut server, addr) = Server::spawn(cmd)?;
+        match tokio::time::timeout(Duration::from_secs(15), addr).await {
+            Ok(Ok(addr)) => Ok((server, addr)),
+            _ => {
+                let status = server.child.try_wait().ok().flatten();
+                bail!(
+                    "switchboard did not start serving HTTP (exit status: {status:?}); its log:\n{}",
+                    server.log()
+                )
+            }
+        }
+    }
+
+    /// `switchboard --version`, for the report's header.
+    pub fn version(&self) -> anyhow::Result<String> {
+        let output = std::process::Command::new(&self.path)
+            .arg("--version")
+            .output()
+            .with_context(|| format!("cannot run {}", self.path.display()))?;
+        if !output.status.success() {
+            bail!("{} --version failed", self.path.display());
+        }
+        Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
+    }
+}
+
+/// A running `switchboard serve`. Killed if dropped without [`Server::stop`].
+pub struct Server {
+    pub child: Child,
+    log: Arc<Mutex<VecDeque<String>>>,
+}
+
+impl Server {
+    /// Spawns `cmd` with stderr captured; the receiver gets the HTTP address
+    /// once the server logs `serving MCP at http://ADDR/mcp`.
+    fn spawn(
+        mut cmd: tokio::process::Command,
+    ) -> anyhow::Result<(Self, oneshot::Receiver<SocketAddr>)> {
+        cmd.stderr(Stdio::piped()).kill_on_drop(true);
+        let mut child = cmd.spawn().context("cannot start switchboard")?;
+        let stderr = child.stderr.take().context("stderr is piped")?;
+        let log = Arc::new(Mutex::new(VecDeque::new()));
+        let (addr_tx, addr_rx) = oneshot::channel();
+        tokio::spawn(capture_log(stderr, log.clone(), addr_tx));
+        Ok((Self { child, log }, addr_rx))
+    }
+
+    pub fn pid(&self) -> anyhow::Result<u32> {
+        self.child.id().context("switchboard has exited")
+    }
+
+    /// The last lines the server logged.
+    pub fn log(&self) -> String {
+        let log = self.log.lock().expect("log lock");
+        log.iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// Asks the server to shut down (SIGTERM) and waits for it; fails if it
+    /// does not exit cleanly within 10 s.
+    pub async fn stop(self) -> anyhow::Result<()> {
+        if let Some(pid) = self.child.id() {
+            // SAFETY: kill(2) on our own child process with a valid signal.
+            unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };
+        }
+        self.wait().await
+    }
+
+    /// Waits (up to 10 s) for the server to exit by itself, as a stdio server
+    /// does when its stdin closes; fails unless it exits with status 0.
+    pub async fn wait(mut self) -> anyhow::Result<()> {
+        let status: ExitStatus =
+            match tokio::time::timeout(Duration::from_secs(10), self.child.wait()).await {
+                Ok(status) => status?,
+                Err(_) => bail!(
+                    "switchboard did not exit within 10 s; its log:\n{}",
+                    self.log()
+                ),
+            };
+        if !status.success() {
+            bail!("switchboard exited with {status}; its log:\n{}", self.log());
+        }
+        Ok(())
+    }
+}
+
+async fn capture_log(
+    stderr: ChildStderr,
+    log: Arc<Mutex<VecDeque<String>>>,
+    addr: oneshot::Sender<SocketAddr>,
+) {
+    let mut addr = Some(addr);
+    let mut lines = BufReader::new(stderr).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        if let Some(rest) = line.split("serving MCP at http://").nth(1)
+            && let Some(found) = rest.split('/').next().and_then(|a| a.parse().ok())
+            && let Some(tx) = addr.take()
+        {
+            let _ = tx.send(found);
+        }
+        let mut log = log.lock().expect("log lock");
+        if log.len() == LOG_TAIL {
+            log.pop_front();
+        }
+        log.push_back(line);
+    }
+}
