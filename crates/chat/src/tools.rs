@@ -312,11 +312,31 @@ fn messages_output(
             None => format!("No messages in {channel}."),
         }
     } else {
-        messages
-            .iter()
-            .map(|m| format!("[{}] <{}> {}", m.time.format("%H:%M:%S"), m.nick, m.text))
-            .collect::<Vec<_>>()
-            .join("\n")
+        let mut text = String::with_capacity(
+            messages
+                .iter()
+                .map(|m| m.nick.len() + m.text.len() + 16)
+                .sum(),
+        );
+        for (i, m) in messages.iter().enumerate() {
+            use chrono::Timelike;
+            use std::fmt::Write;
+            if i > 0 {
+                text.push('\n');
+            }
+            // By hand: chrono's `format` re-parses its pattern every call.
+            let t = m.time;
+            let _ = write!(
+                text,
+                "[{:02}:{:02}:{:02}] <{}> {}",
+                t.hour(),
+                t.minute(),
+                t.second(),
+                m.nick,
+                m.text
+            );
+        }
+        text
     };
     let mut structured = json!({"channel": channel.name(), "messages": messages});
     if timed_out {
