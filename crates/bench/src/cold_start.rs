@@ -6,10 +6,13 @@
 //! Three histories: `--ephemeral`; `--data-dir` holding an existing history
 //! (the usual case); and `--data-dir` on an empty directory, where the
 //! server creates the database first (once per installation).
+//!
+//! [`time_runs`] and [`row`] serve any stdio MCP server; the `relay` section
+//! times `switchboard shim` with them.
 
 use std::{
     io::{BufRead, BufReader, Write},
-    process::Stdio,
+    process::{Command, Stdio},
     time::{Duration, Instant},
 };
 
@@ -60,30 +63,21 @@ pub fn section(switchboard: &Switchboard, plan: &Plan, report: &mut Report) -> a
     for history in [History::Ephemeral, History::Existing, History::New] {
         let label = history.label();
         eprintln!("- cold start, {label} ({} runs)", plan.cold_runs);
-        let mut samples = Vec::with_capacity(plan.cold_runs);
-        for run in 0..WARM_UP + plan.cold_runs {
+        let samples = time_runs(plan.cold_runs, |run| {
             let new = work.path().join(format!("new-{run}"));
             let data = match history {
                 History::Ephemeral => Data::Ephemeral,
                 History::Existing => Data::Dir(&existing),
                 History::New => Data::Dir(&new),
             };
-            let elapsed =
-                once(switchboard, data).with_context(|| format!("cold start, {label}"))?;
-            if run >= WARM_UP {
-                samples.push(elapsed);
-            }
-        }
-        let ms = millis(&samples);
-        report.rows.push(
-            Row::new(
-                format!("cold start to initialize reply, stdio, {label} (median)"),
-                median(&ms),
-                Unit::Millis,
-                history.target(),
-            )
-            .detail(format!("p90 {}", Unit::Millis.show(percentile(&ms, 90.0)))),
-        );
+            switchboard.command(&["--stdio"], data)
+        })
+        .with_context(|| format!("cold start, {label}"))?;
+        report.rows.push(row(
+            format!("cold start to initialize reply, stdio, {label} (median)"),
+            &samples,
+            history.target(),
+        ));
     }
     report.note(format!(
         "cold starts: other processes (the servers started included) used {:.2} cores meanwhile",
@@ -92,9 +86,32 @@ pub fn section(switchboard: &Switchboard, plan: &Plan, report: &mut Report) -> a
     Ok(())
 }
 
-/// One cold start: spawn, write `initialize`, read the reply line.
-fn once(switchboard: &Switchboard, data: Data<'_>) -> anyhow::Result<Duration> {
-    let mut cmd = switchboard.command(&["--stdio"], data);
+/// Times `runs` cold starts of the stdio MCP server that `command(run)`
+/// builds, after [`WARM_UP`] untimed ones (`run` counts those too).
+pub fn time_runs(
+    runs: usize,
+    mut command: impl FnMut(usize) -> Command,
+) -> anyhow::Result<Vec<Duration>> {
+    let mut samples = Vec::with_capacity(runs);
+    for run in 0..WARM_UP + runs {
+        let elapsed = once(command(run))?;
+        if run >= WARM_UP {
+            samples.push(elapsed);
+        }
+    }
+    Ok(samples)
+}
+
+/// A cold start row: the median against `target`, and the p90.
+pub fn row(metric: String, samples: &[Duration], target: Target) -> Row {
+    let ms = millis(samples);
+    Row::new(metric, median(&ms), Unit::Millis, target)
+        .detail(format!("p90 {}", Unit::Millis.show(percentile(&ms, 90.0))))
+}
+
+/// One cold start: spawn, write `initialize`, read the reply line, close
+/// stdin and expect a clean exit.
+fn once(mut cmd: Command) -> anyhow::Result<Duration> {
     cmd.stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());

@@ -15,6 +15,9 @@
 //!   1,000,000 messages, in-process and as a stdio round trip; p50 and p99.
 //! - `rss` ([`rss`]): resident memory of `serve --http`, idle and after the
 //!   workload on the 1,000,000 message history.
+//! - `relay` ([`relay`]): `switchboard shim`: cold start to the `initialize`
+//!   reply; `tools/call` through shim and relay socket against the same call
+//!   on `serve --stdio`, 2,000 sequential calls each; the shim's RSS.
 //!
 //! The clients are built to cost far less than the server: a hand-written
 //! JSON-RPC client over the child's pipes (ids correlate concurrent calls on
@@ -23,11 +26,12 @@
 //! about one core. The CPU each side used is reported with every workload.
 //!
 //! `--quick` is a smoke run: 10 cold starts, 1 round, 100,000 messages, 500
-//! reads. The exit status is 1 when a section could not be measured, not
-//! when a target is missed.
+//! reads (and relay calls). The exit status is 1 when a section could not be
+//! measured, not when a target is missed.
 
 mod big_history;
 mod cold_start;
+mod relay;
 mod report;
 mod rpc;
 mod rss;
@@ -77,6 +81,7 @@ enum Section {
     Workload,
     Read,
     Rss,
+    Relay,
 }
 
 impl Section {
@@ -86,6 +91,7 @@ impl Section {
             Section::Workload => "workload",
             Section::Read => "read",
             Section::Rss => "rss",
+            Section::Relay => "relay",
         }
     }
 }
@@ -169,6 +175,7 @@ fn run(cli: &Cli) -> anyhow::Result<Report> {
                 runtime.block_on(big_history::section(&switchboard, &plan, &mut report))
             }
             Section::Rss => runtime.block_on(rss::section(&switchboard, &plan, &mut report)),
+            Section::Relay => runtime.block_on(relay::section(&switchboard, &plan, &mut report)),
         };
         if let Err(e) = result {
             eprintln!("section {} failed: {e:#}", section.name());

@@ -7,7 +7,7 @@
 //! the text is kept for the few checks that need more.
 
 use anyhow::{Context, bail};
-use serde::Deserialize;
+use serde::{Deserialize, de::IgnoredAny};
 use serde_json::{Value, json};
 
 /// The MCP revision the benchmark's clients announce.
@@ -39,6 +39,9 @@ pub fn tool_params(name: &str, arguments: Value) -> Value {
 #[derive(Debug)]
 pub struct Reply {
     pub id: Option<u64>,
+    /// A notification from the server (a `method`, no `id`), such as the
+    /// shim's `notifications/tools/list_changed`, rather than a reply.
+    pub notification: bool,
     /// Why the request failed: a JSON-RPC error or a tool result with
     /// `isError: true`.
     pub failure: Option<String>,
@@ -48,6 +51,7 @@ pub struct Reply {
 #[derive(Deserialize)]
 struct Envelope {
     id: Option<u64>,
+    method: Option<IgnoredAny>,
     result: Option<ResultHead>,
     error: Option<Value>,
 }
@@ -72,6 +76,7 @@ impl Reply {
         };
         Ok(Self {
             id: envelope.id,
+            notification: envelope.id.is_none() && envelope.method.is_some(),
             failure,
             text,
         })
@@ -128,6 +133,10 @@ mod tests {
         assert_eq!(rpc_error.id, Some(9));
         assert!(rpc_error.failure.unwrap().contains("-32602"));
         assert!(Reply::parse("not json".into()).is_err());
+        let notification =
+            Reply::parse(r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#.into())
+                .unwrap();
+        assert!(notification.notification && !ok.notification);
     }
 
     #[test]

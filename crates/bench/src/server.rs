@@ -1,4 +1,5 @@
-//! Starting and stopping the real `switchboard serve` as a child process.
+//! Starting and stopping the real `switchboard serve` (and `switchboard
+//! shim`) as a child process.
 
 use std::{
     collections::VecDeque,
@@ -30,7 +31,16 @@ const ISOLATED_ENV: &[&str] = &[
     "IRC_SERVER",
     "IRC_PORT",
     "IRC_NICK",
+    "SWITCHBOARD_SHIM_LOG",
+    "SWITCHBOARD_SHIM_CONNECT_TIMEOUT_MS",
+    "SWITCHBOARD_SHIM_LIST_TIMEOUT_MS",
+    "SWITCHBOARD_SHIM_CALL_TIMEOUT_MS",
 ];
+
+/// What a server logs once it serves HTTP (the address follows) and once it
+/// serves its relay socket (the path follows).
+const HTTP_READY: &str = "serving MCP at http://";
+const RELAY_READY: &str = "serving the relay socket at ";
 
 /// Log lines kept from a server's stderr, for error messages.
 const LOG_TAIL: usize = 40;
@@ -60,14 +70,29 @@ pub struct Switchboard {
 }
 
 impl Switchboard {
-    /// `switchboard serve ARGS… DATA` with a clean environment, logging at
-    /// the default level (`info,rmcp=warn`).
-    pub fn command(&self, args: &[&str], data: Data<'_>) -> std::process::Command {
+    /// `switchboard ARGS…` with a clean environment.
+    fn isolated(&self, args: &[&str]) -> std::process::Command {
         let mut cmd = std::process::Command::new(&self.path);
-        cmd.arg("serve").args(args).args(data.args());
+        cmd.args(args);
         for var in ISOLATED_ENV {
             cmd.env_remove(var);
         }
+        cmd
+    }
+
+    /// `switchboard serve ARGS… DATA` with a clean environment, logging at
+    /// the default level (`info,rmcp=warn`).
+    pub fn command(&self, args: &[&str], data: Data<'_>) -> std::process::Command {
+        let mut cmd = self.isolated(&["serve"]);
+        cmd.args(args).args(data.args());
+        cmd
+    }
+
+    /// `switchboard shim --socket SOCKET` with a clean environment (the
+    /// shim's defaults: no log, 1 s connect, 15 s call timeouts).
+    pub fn shim_command(&self, socket: &Path) -> std::process::Command {
+        let mut cmd = self.isolated(&["shim", "--socket"]);
+        cmd.arg(socket);
         cmd
     }
 
@@ -75,7 +100,15 @@ impl Switchboard {
     pub fn start_stdio(&self, data: Data<'_>) -> anyhow::Result<Server> {
         let mut cmd = tokio::process::Command::from(self.command(&["--stdio"], data));
         cmd.stdin(Stdio::piped()).stdout(Stdio::piped());
-        let (server, _) = Server::spawn(cmd)?;
+        let (server, _) = Server::spawn(cmd, None)?;
+        Ok(server)
+    }
+
+    /// Starts `shim --socket SOCKET`, with stdin and stdout piped for a client.
+    pub fn start_shim(&self, socket: &Path) -> anyhow::Result<Server> {
+        let mut cmd = tokio::process::Command::from(self.shim_command(socket));
+        cmd.stdin(Stdio::piped()).stdout(Stdio::piped());
+        let (server, _) = Server::spawn(cmd, None)?;
         Ok(server)
     }
 
@@ -83,17 +116,26 @@ impl Switchboard {
     pub async fn start_http(&self, data: Data<'_>) -> anyhow::Result<(Server, SocketAddr)> {
         let mut cmd = tokio::process::Command::from(self.command(&["--http", "127.0.0.1:0"], data));
         cmd.stdin(Stdio::null()).stdout(Stdio::null());
-        let (mut server, addr) = Server::spawn(cmd)?;
-        match tokio::time::timeout(Duration::from_secs(15), addr).await {
-            Ok(Ok(addr)) => Ok((server, addr)),
-            _ => {
-                let status = server.child.try_wait().ok().flatten();
-                bail!(
-                    "switchboard did not start serving HTTP (exit status: {status:?}); its log:\n{}",
-                    server.log()
-                )
-            }
-        }
+        let (mut server, ready) = Server::spawn(cmd, Some(HTTP_READY))?;
+        let rest = server.ready("serving HTTP", ready).await?;
+        let addr = rest
+            .split('/')
+            .next()
+            .and_then(|addr| addr.parse().ok())
+            .with_context(|| format!("no address in the log line {HTTP_READY}{rest}"))?;
+        Ok((server, addr))
+    }
+
+    /// Starts `serve --no-http --socket SOCKET` (no stdio, no HTTP: the relay
+    /// socket only) and waits until it serves the socket.
+    pub async fn start_relay(&self, socket: &Path, data: Data<'_>) -> anyhow::Result<Server> {
+        let socket = socket.to_str().context("the socket path is not UTF-8")?;
+        let mut cmd =
+            tokio::process::Command::from(self.command(&["--no-http", "--socket", socket], data));
+        cmd.stdin(Stdio::null()).stdout(Stdio::null());
+        let (mut server, ready) = Server::spawn(cmd, Some(RELAY_READY))?;
+        server.ready("serving its relay socket", ready).await?;
+        Ok(server)
     }
 
     /// `switchboard --version`, for the report's header.
@@ -109,25 +151,46 @@ impl Switchboard {
     }
 }
 
-/// A running `switchboard serve`. Killed if dropped without [`Server::stop`].
+/// A running `switchboard serve` (or `shim`). Killed if dropped without
+/// [`Server::stop`] or [`Server::wait`].
 pub struct Server {
     pub child: Child,
     log: Arc<Mutex<VecDeque<String>>>,
 }
 
 impl Server {
-    /// Spawns `cmd` with stderr captured; the receiver gets the HTTP address
-    /// once the server logs `serving MCP at http://ADDR/mcp`.
+    /// Spawns `cmd` with stderr captured; the receiver gets the rest of the
+    /// first log line that contains `ready`, if given.
     fn spawn(
         mut cmd: tokio::process::Command,
-    ) -> anyhow::Result<(Self, oneshot::Receiver<SocketAddr>)> {
+        ready: Option<&'static str>,
+    ) -> anyhow::Result<(Self, oneshot::Receiver<String>)> {
         cmd.stderr(Stdio::piped()).kill_on_drop(true);
         let mut child = cmd.spawn().context("cannot start switchboard")?;
         let stderr = child.stderr.take().context("stderr is piped")?;
         let log = Arc::new(Mutex::new(VecDeque::new()));
-        let (addr_tx, addr_rx) = oneshot::channel();
-        tokio::spawn(capture_log(stderr, log.clone(), addr_tx));
-        Ok((Self { child, log }, addr_rx))
+        let (ready_tx, ready_rx) = oneshot::channel();
+        tokio::spawn(capture_log(stderr, log.clone(), ready, ready_tx));
+        Ok((Self { child, log }, ready_rx))
+    }
+
+    /// Waits (up to 15 s) for the log line `ready` was given for; fails with
+    /// the log if the server exits or stays silent.
+    async fn ready(
+        &mut self,
+        doing: &str,
+        ready: oneshot::Receiver<String>,
+    ) -> anyhow::Result<String> {
+        match tokio::time::timeout(Duration::from_secs(15), ready).await {
+            Ok(Ok(rest)) => Ok(rest),
+            _ => {
+                let status = self.child.try_wait().ok().flatten();
+                bail!(
+                    "switchboard did not start {doing} (exit status: {status:?}); its log:\n{}",
+                    self.log()
+                )
+            }
+        }
     }
 
     pub fn pid(&self) -> anyhow::Result<u32> {
@@ -174,16 +237,17 @@ impl Server {
 async fn capture_log(
     stderr: ChildStderr,
     log: Arc<Mutex<VecDeque<String>>>,
-    addr: oneshot::Sender<SocketAddr>,
+    ready: Option<&'static str>,
+    ready_tx: oneshot::Sender<String>,
 ) {
-    let mut addr = Some(addr);
+    let mut ready_tx = ready.map(|_| ready_tx);
     let mut lines = BufReader::new(stderr).lines();
     while let Ok(Some(line)) = lines.next_line().await {
-        if let Some(rest) = line.split("serving MCP at http://").nth(1)
-            && let Some(found) = rest.split('/').next().and_then(|a| a.parse().ok())
-            && let Some(tx) = addr.take()
+        if let Some(marker) = ready
+            && let Some(rest) = line.split(marker).nth(1)
+            && let Some(tx) = ready_tx.take()
         {
-            let _ = tx.send(found);
+            let _ = tx.send(rest.to_owned());
         }
         let mut log = log.lock().expect("log lock");
         if log.len() == LOG_TAIL {

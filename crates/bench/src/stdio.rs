@@ -1,8 +1,9 @@
 //! A JSON-RPC client over a child's stdin/stdout, hand-written rather than
 //! rmcp's so that it stays much cheaper than the server it drives: one
 //! writer task batches request lines into few writes, one reader task parses
-//! each reply once and hands it to the waiting caller by id. Any number of
-//! callers may share the connection, each with its own request in flight.
+//! each reply once and hands it to the waiting caller by id (notifications
+//! from the server are skipped). Any number of callers may share the
+//! connection, each with its own request in flight.
 
 use std::{
     collections::HashMap,
@@ -135,6 +136,9 @@ async fn route_replies(stdout: ChildStdout, pending: &Pending) -> anyhow::Result
     let mut lines = BufReader::with_capacity(256 * 1024, stdout).lines();
     while let Some(line) = lines.next_line().await? {
         let reply = Reply::parse(line)?;
+        if reply.notification {
+            continue;
+        }
         let Some(id) = reply.id else {
             bail!("a reply without an id: {:.300}", reply.text);
         };
