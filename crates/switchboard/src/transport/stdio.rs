@@ -5,8 +5,29 @@
 //! such a request would hang. Here a line that is not JSON gets a -32700
 //! parse error, and JSON that is not a JSON-RPC message gets -32600. Only
 //! protocol bytes ever reach stdout; one writer task owns it.
+//!
+//! `tools/call`, nearly all of a busy session's traffic, takes a shorter way
+//! once the session is initialized: the line is parsed straight into the
+//! call, the tool runs in a task of its own, and that task writes the reply
+//! line. Everything else (and any `tools/call` that carries more than a name
+//! and arguments) goes through rmcp's service loop, and so does every
+//! session that negotiated 2026-07-28, whose per-request lifecycle rmcp
+//! implements.
 
-use rmcp::model::{ClientJsonRpcMessage, ErrorCode, ServerJsonRpcMessage};
+use std::{
+    collections::HashSet,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, Ordering},
+    },
+};
+
+use rmcp::model::{
+    CallToolRequestMethod, ClientJsonRpcMessage, ClientNotification, ErrorCode, JsonObject,
+    JsonRpcMessage, JsonRpcVersion2_0, ProtocolVersion, RequestId, ServerJsonRpcMessage,
+    ServerResult,
+};
+use serde::Deserialize;
 use serde_json::Value;
 use tokio::{
     io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader},
@@ -27,30 +48,114 @@ where
 {
     let (line_tx, line_rx) = mpsc::channel::<String>(64);
     let (in_tx, in_rx) = mpsc::channel::<ClientJsonRpcMessage>(64);
-    let (out_tx, mut out_rx) = mpsc::channel::<ServerJsonRpcMessage>(64);
+    let (out_tx, out_rx) = mpsc::channel::<ServerJsonRpcMessage>(64);
+    let session = Arc::new(Session::default());
 
-    let writer = tokio::spawn(write_lines(output, line_rx));
-    let serializer = {
-        let line_tx = line_tx.clone();
-        tokio::spawn(async move {
-            while let Some(message) = out_rx.recv().await {
-                match serde_json::to_string(&message) {
-                    Ok(line) => {
-                        if line_tx.send(line).await.is_err() {
-                            break;
-                        }
-                    }
-                    Err(e) => tracing::error!(error = %e, "cannot serialise a reply"),
-                }
-            }
-        })
-    };
-    let reader = tokio::spawn(read_lines(input, in_tx, line_tx));
+    let writer = tokio::spawn(write_lines(output, line_rx, out_rx, session.clone()));
+    let reader = tokio::spawn(read_lines(input, in_tx, line_tx, server.clone(), session));
 
     serve_channels(server, in_rx, out_tx, shutdown.child_token()).await;
     reader.abort();
-    let _ = serializer.await;
+    // The writer ends once rmcp and every direct call have sent their replies.
     let _ = writer.await;
+}
+
+/// What the reader and writer share about the session.
+#[derive(Default)]
+struct Session {
+    /// Set when the reply to `initialize` went out with a protocol version
+    /// older than 2026-07-28: from then on `tools/call` may skip rmcp.
+    direct_calls: AtomicBool,
+    /// Ids of the direct calls in flight. A call the client cancels is
+    /// dropped from here, and its reply is not sent, as rmcp would do.
+    in_flight: Mutex<HashSet<RequestId>>,
+}
+
+impl Session {
+    /// Notes a reply rmcp sends; the `initialize` reply enables direct calls.
+    fn saw_reply(&self, message: &ServerJsonRpcMessage) {
+        if let JsonRpcMessage::Response(response) = message
+            && let ServerResult::InitializeResult(init) = &response.result
+        {
+            // ISO dates compare as strings, as in rmcp's own version checks.
+            let legacy = init.protocol_version.as_str() < ProtocolVersion::V_2026_07_28.as_str();
+            self.direct_calls.store(legacy, Ordering::Release);
+        }
+    }
+
+    fn in_flight(&self) -> std::sync::MutexGuard<'_, HashSet<RequestId>> {
+        self.in_flight.lock().expect("in-flight lock")
+    }
+}
+
+/// A `tools/call` request that has nothing but a name and arguments.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ToolCall {
+    #[serde(rename = "jsonrpc")]
+    _version: JsonRpcVersion2_0,
+    id: RequestId,
+    #[serde(rename = "method")]
+    _method: CallToolRequestMethod,
+    params: ToolCallParams,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ToolCallParams {
+    name: String,
+    arguments: Option<JsonObject>,
+}
+
+impl ToolCall {
+    /// Runs the call and returns its reply line, shaped as rmcp shapes it
+    /// for a peer on a protocol version before 2026-07-28.
+    async fn run(self, server: &McpServer) -> String {
+        let arguments = self.params.arguments.unwrap_or_default();
+        let message = match server.call(&self.params.name, arguments).await {
+            Ok(result) => {
+                let mut result = ServerResult::CallToolResult(result);
+                result.strip_result_type_for_legacy_peer();
+                result.strip_non_object_output_for_legacy_peer();
+                ServerJsonRpcMessage::response(result, self.id)
+            }
+            Err(error) => ServerJsonRpcMessage::error(error, Some(self.id)),
+        };
+        serde_json::to_string(&message).unwrap_or_else(|e| {
+            tracing::error!(error = %e, "cannot serialise a reply");
+            String::new()
+        })
+    }
+}
+
+/// Starts `text` as a direct call if it is one; false when it must go
+/// through rmcp.
+fn start_direct_call(
+    text: &[u8],
+    server: &McpServer,
+    session: &Arc<Session>,
+    replies: &mpsc::Sender<String>,
+) -> bool {
+    if !session.direct_calls.load(Ordering::Acquire) {
+        return false;
+    }
+    let Ok(call) = serde_json::from_slice::<ToolCall>(text) else {
+        return false;
+    };
+    let id = call.id.clone();
+    if !session.in_flight().insert(id.clone()) {
+        // A duplicate id in flight: leave the bookkeeping to rmcp.
+        return false;
+    }
+    let (server, session, replies) = (server.clone(), session.clone(), replies.clone());
+    tokio::spawn(async move {
+        let reply = call.run(&server).await;
+        let cancelled = !session.in_flight().remove(&id);
+        if !cancelled && !reply.is_empty() {
+            let _ = replies.send(reply).await;
+        }
+    });
+    true
 }
 
 /// Reads JSON-RPC lines; answers the malformed ones directly.
@@ -58,6 +163,8 @@ async fn read_lines<R: AsyncRead + Unpin>(
     input: R,
     messages: mpsc::Sender<ClientJsonRpcMessage>,
     replies: mpsc::Sender<String>,
+    server: McpServer,
+    session: Arc<Session>,
 ) {
     let mut input = BufReader::with_capacity(64 * 1024, input);
     let mut line = Vec::with_capacity(8 * 1024);
@@ -77,11 +184,17 @@ async fn read_lines<R: AsyncRead + Unpin>(
             }
             Ok(Line::Complete) => {
                 let text = trim_line(&line);
-                if text.is_empty() {
+                if text.is_empty() || start_direct_call(text, &server, &session, &replies) {
                     continue;
                 }
                 match parse(text) {
                     Ok(message) => {
+                        if let JsonRpcMessage::Notification(n) = &message
+                            && let ClientNotification::CancelledNotification(c) = &n.notification
+                            && let Some(id) = &c.params.request_id
+                        {
+                            session.in_flight().remove(id);
+                        }
                         if messages.send(message).await.is_err() {
                             break;
                         }
@@ -133,24 +246,57 @@ fn error_line(id: Value, code: ErrorCode, message: &str) -> String {
     error_json(id, code.0, message)
 }
 
-async fn write_lines<W: AsyncWrite + Unpin>(output: W, mut lines: mpsc::Receiver<String>) {
-    let mut output = tokio::io::BufWriter::new(output);
-    while let Some(mut line) = lines.recv().await {
-        line.push('\n');
-        if output.write_all(line.as_bytes()).await.is_err() {
-            break;
-        }
-        // Batch whatever else is ready into the same write.
-        while let Ok(mut more) = lines.try_recv() {
-            more.push('\n');
-            if output.write_all(more.as_bytes()).await.is_err() {
-                return;
+/// Writes reply lines: ready ones from direct calls and the reader, and
+/// rmcp's messages, serialised here. Whatever is ready goes out in one write.
+async fn write_lines<W: AsyncWrite + Unpin>(
+    mut output: W,
+    mut lines: mpsc::Receiver<String>,
+    mut messages: mpsc::Receiver<ServerJsonRpcMessage>,
+    session: Arc<Session>,
+) {
+    let mut batch = Vec::with_capacity(64 * 1024);
+    let (mut lines_open, mut messages_open) = (true, true);
+    let add_message = |batch: &mut Vec<u8>, message: ServerJsonRpcMessage| {
+        session.saw_reply(&message);
+        let start = batch.len();
+        match serde_json::to_writer(&mut *batch, &message) {
+            Ok(()) => batch.push(b'\n'),
+            Err(e) => {
+                batch.truncate(start);
+                tracing::error!(error = %e, "cannot serialise a reply");
             }
         }
-        if output.flush().await.is_err() {
+    };
+    while lines_open || messages_open {
+        tokio::select! {
+            line = lines.recv(), if lines_open => match line {
+                Some(line) => {
+                    batch.extend_from_slice(line.as_bytes());
+                    batch.push(b'\n');
+                }
+                None => lines_open = false,
+            },
+            message = messages.recv(), if messages_open => match message {
+                Some(message) => add_message(&mut batch, message),
+                None => messages_open = false,
+            },
+        }
+        // Batch whatever else is ready into the same write.
+        while let Ok(message) = messages.try_recv() {
+            add_message(&mut batch, message);
+        }
+        while let Ok(line) = lines.try_recv() {
+            batch.extend_from_slice(line.as_bytes());
+            batch.push(b'\n');
+        }
+        if batch.is_empty() {
+            continue;
+        }
+        if output.write_all(&batch).await.is_err() || output.flush().await.is_err() {
             tracing::debug!("stdout closed; the client went away");
             break;
         }
+        batch.clear();
     }
 }
 
@@ -178,5 +324,71 @@ mod tests {
         );
         let reply = parse(b"[1,2]").unwrap_err().unwrap();
         assert!(reply.contains("-32600"));
+    }
+
+    /// A toolset whose one tool echoes its arguments.
+    struct Echo;
+
+    impl switchboard_toolset::Toolset for Echo {
+        fn name(&self) -> &str {
+            "echo"
+        }
+        fn tools(&self) -> Vec<switchboard_toolset::Tool> {
+            let schema = switchboard_toolset::object_schema(serde_json::json!({}), &[]);
+            vec![switchboard_toolset::Tool::new("echo", "echo", schema)]
+        }
+        fn call<'a>(
+            &'a self,
+            _: &'a str,
+            arguments: JsonObject,
+            _: &'a switchboard_toolset::Caller,
+        ) -> switchboard_toolset::ToolFuture<'a> {
+            Box::pin(async move {
+                Ok(switchboard_toolset::ToolOutput::new(
+                    "echoed",
+                    Value::Object(arguments),
+                ))
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn direct_calls_answer_exactly_as_rmcp_does() {
+        use tokio::io::{AsyncBufReadExt, duplex};
+        let registry = switchboard_toolset::Registry::new(vec![Arc::new(Echo)]).unwrap();
+        let server = McpServer::new(registry, crate::mcp::Drain::default(), None);
+        let (client, server_end) = duplex(64 * 1024);
+        let (server_in, server_out) = tokio::io::split(server_end);
+        let (client_out, mut to_server) = tokio::io::split(client);
+        let served = tokio::spawn(serve(
+            server,
+            server_in,
+            server_out,
+            CancellationToken::new(),
+        ));
+        let mut replies = BufReader::new(client_out).lines();
+        let mut exchange = async move |line: &str| -> Value {
+            to_server
+                .write_all(format!("{line}\n").as_bytes())
+                .await
+                .unwrap();
+            serde_json::from_str(&replies.next_line().await.unwrap().unwrap()).unwrap()
+        };
+        let init = exchange(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#).await;
+        assert_eq!(init["id"], 1);
+        // `_meta` sends the first call through rmcp; the second one is direct.
+        let through_rmcp = exchange(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}
+{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"a":[1]},"_meta":{}}}"#).await;
+        let direct = exchange(r#"{"jsonrpc":"2.0","id":"x","method":"tools/call","params":{"name":"echo","arguments":{"a":[1]}}}"#).await;
+        assert_eq!(direct["id"], "x");
+        assert_eq!(direct["result"], through_rmcp["result"]);
+        assert_eq!(direct["result"]["structuredContent"]["a"][0], 1);
+        let unknown =
+            exchange(r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"nope"}}"#)
+                .await;
+        assert_eq!(unknown["error"]["code"], -32602);
+        // Closing the client's end ends the session.
+        drop(exchange);
+        served.await.unwrap();
     }
 }
