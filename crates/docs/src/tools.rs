@@ -7,13 +7,13 @@
 //! text stands on its own (many hosts show the model only the text) and
 //! `structuredContent` mirrors it.
 
-use std::sync::Arc;
+use std::{sync::Arc, time::Duration};
 
 use serde::Deserialize;
 use serde_json::{Value, json};
 use switchboard_toolset::{
     Caller, JsonObject, Tool, ToolAnnotations, ToolError, ToolFuture, ToolOutput, Toolset,
-    object_schema, parse_args,
+    object_schema, parse_args, with_call_timeout,
 };
 
 use crate::{
@@ -38,11 +38,22 @@ impl DocsTools {
     /// the first call.
     pub fn new(config: &DocsConfig) -> Result<Self, SetupError> {
         let library = Library::new(config)?;
+        // A call may fetch an llms.txt and then a page, each bounded by its
+        // source's timeout; a relay client (the shim) must wait that long.
+        let longest_fetch = config
+            .sources
+            .iter()
+            .map(|s| s.timeout_s)
+            .fold(0.0, f64::max);
+        let deadline = Duration::from_secs_f64(2.0 * longest_fetch + 1.0);
         let tools = tool_definitions(
             &library.source_names(),
             config.page_chars,
             config.search_limit,
-        );
+        )
+        .into_iter()
+        .map(|tool| with_call_timeout(tool, deadline))
+        .collect();
         Ok(Self {
             library,
             page_chars: config.page_chars,

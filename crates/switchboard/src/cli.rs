@@ -129,6 +129,10 @@ pub struct ServeArgs {
     /// TOML config file (also SWITCHBOARD_CONFIG).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// Start from an embedded profile, e.g. imqueue (also SWITCHBOARD_PROFILE);
+    /// --config is merged over it.
+    #[arg(long, value_name = "NAME")]
+    pub profile: Option<String>,
     /// Serve one MCP client on stdin/stdout; HTTP stays off unless --http is given too.
     #[arg(long)]
     pub stdio: bool,

@@ -16,6 +16,10 @@ use switchboard_chat::{
     Durability, NameRules,
     irc::{FloodSettings, IrcSettings, Sasl, Tls},
 };
+use switchboard_docs::DocsConfig;
+use switchboard_toolkit::{
+    CatalogConfig, CommandsConfig, PromptConfig, TemplateConfig, ToolkitConfig,
+};
 
 use crate::cli::ServeArgs;
 
@@ -23,9 +27,12 @@ use crate::cli::ServeArgs;
 pub const DEFAULT_TOKEN_ENV: &str = "SWITCHBOARD_HTTP_TOKEN";
 const MAX_TEXT_LIMIT: usize = 1024 * 1024;
 
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
+    /// What the server tells clients at `initialize` about how to use its
+    /// tools; the chat toolset's own guidance when unset.
+    pub instructions: Option<String>,
     /// Directory of the history database.
     pub data_dir: Option<PathBuf>,
     /// Keep history in memory only.
@@ -37,6 +44,15 @@ pub struct Config {
     pub http: HttpConfig,
     pub socket: SocketConfig,
     pub chat: ChatConfig,
+    pub docs: DocsConfig,
+    pub catalog: Vec<CatalogConfig>,
+    pub templates: Vec<TemplateConfig>,
+    pub commands: Option<CommandsConfig>,
+    pub prompts: Vec<PromptConfig>,
+    /// Where relative paths in the config start: the config file's
+    /// directory, else the working directory.
+    #[serde(skip)]
+    pub base_dir: PathBuf,
 }
 
 /// The relay socket for `switchboard shim`, `tail` and `say`.
@@ -220,12 +236,14 @@ pub enum ConfigError {
         problem: String,
     },
     #[error("{key}: {problem}")]
-    Invalid { key: &'static str, problem: String },
+    Invalid { key: String, problem: String },
+    #[error("--profile {name}: {problem}")]
+    Profile { name: String, problem: String },
 }
 
-fn invalid(key: &'static str, problem: impl Into<String>) -> ConfigError {
+fn invalid(key: impl Into<String>, problem: impl Into<String>) -> ConfigError {
     ConfigError::Invalid {
-        key,
+        key: key.into(),
         problem: problem.into(),
     }
 }
@@ -240,9 +258,18 @@ impl Config {
             .config
             .clone()
             .or_else(|| env("SWITCHBOARD_CONFIG").map(PathBuf::from));
-        let mut config = match file {
-            Some(path) => Self::from_file(&path)?,
-            None => Self::default(),
+        let profile = args
+            .profile
+            .clone()
+            .or_else(|| env("SWITCHBOARD_PROFILE").filter(|p| !p.is_empty()));
+        let mut config = match (&profile, &file) {
+            (None, None) => Self::default(),
+            (None, Some(path)) => Self::from_file(path)?,
+            (Some(name), file) => Self::from_profile(name, file.as_deref())?,
+        };
+        config.base_dir = match file.as_deref().and_then(Path::parent) {
+            Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
+            _ => PathBuf::from("."),
         };
         config.apply_env(env)?;
         config.apply_flags(args);
@@ -257,6 +284,40 @@ impl Config {
         })?;
         Self::from_toml(&text).map_err(|message| ConfigError::Parse {
             path: path.display().to_string(),
+            message,
+        })
+    }
+
+    /// The embedded profile `name`, with the config file (if any) merged
+    /// over it.
+    fn from_profile(name: &str, file: Option<&Path>) -> Result<Self, ConfigError> {
+        let mut table = crate::profiles::table(name).map_err(|problem| ConfigError::Profile {
+            name: name.to_owned(),
+            problem,
+        })?;
+        let mut origin = format!("--profile {name}");
+        if let Some(path) = file {
+            let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+                path: path.display().to_string(),
+                source,
+            })?;
+            let over = text
+                .parse()
+                .map_err(|e: toml::de::Error| ConfigError::Parse {
+                    path: path.display().to_string(),
+                    message: e.to_string().trim_end().to_owned(),
+                })?;
+            crate::profiles::merge(&mut table, over);
+            origin = format!("{} over {origin}", path.display());
+        }
+        // Deserialised from text, not from the table, so that an error
+        // quotes the offending line.
+        let merged = toml::to_string(&table).map_err(|e| ConfigError::Parse {
+            path: origin.clone(),
+            message: e.to_string(),
+        })?;
+        Self::from_toml(&merged).map_err(|message| ConfigError::Parse {
+            path: origin,
             message,
         })
     }
@@ -422,7 +483,24 @@ impl Config {
         if self.chat.enabled && self.chat.backend == Backend::Irc {
             self.validate_irc(env)?;
         }
+        self.docs
+            .validate()
+            .map_err(|e| invalid(e.key, e.message))?;
+        self.toolkit()
+            .validate(&self.base_dir)
+            .map_err(|e| invalid(e.key(), e.message()))?;
         Ok(())
+    }
+
+    /// The `[[catalog]]`, `[[templates]]`, `[commands]` and `[[prompts]]`
+    /// sections, as the toolkit crate takes them.
+    pub fn toolkit(&self) -> ToolkitConfig {
+        ToolkitConfig {
+            catalog: self.catalog.clone(),
+            templates: self.templates.clone(),
+            commands: self.commands.clone(),
+            prompts: self.prompts.clone(),
+        }
     }
 
     fn validate_irc(&self, env: &dyn Fn(&str) -> Option<String>) -> Result<(), ConfigError> {

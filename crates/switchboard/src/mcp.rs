@@ -1,4 +1,4 @@
-//! The MCP server every transport runs: `tools/list` and `tools/call` over a
+//! The MCP server every transport runs: tools, resources and prompts over a
 //! [`Registry`], plus the bookkeeping that makes shutdown graceful.
 //!
 //! Transports create one [`McpServer`] per client connection (or per request,
@@ -10,15 +10,19 @@ use std::sync::Arc;
 use rmcp::{
     ErrorData, RoleServer, ServerHandler,
     model::{
-        CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, JsonObject,
-        ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+        CallToolRequestParams, CallToolResponse, CallToolResult, GetPromptRequestParams,
+        GetPromptResponse, Implementation, JsonObject, ListPromptsResult,
+        ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+        PromptsCapability, ReadResourceRequestParams, ReadResourceResponse, ResourcesCapability,
+        ServerCapabilities, ServerConfig, Tool,
     },
     service::RequestContext,
 };
 use switchboard_toolset::{Caller, Registry};
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
-const INSTRUCTIONS: &str = "Chat with other agents and humans in channels: send_message to post, \
+/// The guidance given at `initialize` when the config has none and chat is on.
+pub const CHAT_INSTRUCTIONS: &str = "Chat with other agents and humans in channels: send_message to post, \
 read_messages or wait_for_messages to follow a channel, search_messages to find older messages.";
 
 /// Tracks in-flight tool calls so shutdown can let them finish.
@@ -47,14 +51,16 @@ pub struct McpServer {
     registry: Registry,
     drain: Drain,
     caller: Arc<Caller>,
+    instructions: Option<Arc<str>>,
 }
 
 impl McpServer {
-    pub fn new(registry: Registry, drain: Drain) -> Self {
+    pub fn new(registry: Registry, drain: Drain, instructions: Option<String>) -> Self {
         Self {
             registry,
             drain,
             caller: Arc::new(Caller::default()),
+            instructions: instructions.map(Into::into),
         }
     }
 
@@ -100,12 +106,21 @@ impl McpServer {
 
 impl ServerHandler for McpServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new(
-                "switchboard",
-                env!("CARGO_PKG_VERSION"),
-            ))
-            .with_instructions(INSTRUCTIONS)
+        let mut capabilities = ServerCapabilities::builder().enable_tools().build();
+        if self.registry.has_resources() {
+            capabilities.resources = Some(ResourcesCapability::default());
+        }
+        if self.registry.has_prompts() {
+            capabilities.prompts = Some(PromptsCapability::default());
+        }
+        let info = ServerConfig::new(capabilities).with_server_info(Implementation::new(
+            "switchboard",
+            env!("CARGO_PKG_VERSION"),
+        ));
+        match &self.instructions {
+            Some(text) => info.with_instructions(text.to_string()),
+            None => info,
+        }
     }
 
     async fn list_tools(
@@ -130,5 +145,73 @@ impl ServerHandler for McpServer {
         self.call(&request.name, request.arguments.unwrap_or_default())
             .await
             .map(Into::into)
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let resources = self
+            .registry
+            .resources()
+            .await
+            .map_err(|e| ErrorData::internal_error(e, None))?;
+        Ok(ListResourcesResult::with_all_items(resources))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Ok(ListResourceTemplatesResult::with_all_items(
+            self.registry.resource_templates(),
+        ))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        match self.registry.read_resource(&request.uri).await {
+            Some(Ok(result)) => Ok(result.into()),
+            Some(Err(e)) => Err(ErrorData::internal_error(e, None)),
+            None => Err(ErrorData::resource_not_found(
+                format!(
+                    "no resource {:?}; resources/list and resources/templates/list show what this server offers",
+                    request.uri
+                ),
+                None,
+            )),
+        }
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        Ok(ListPromptsResult::with_all_items(self.registry.prompts()))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        let arguments = request.arguments.unwrap_or_default();
+        match self.registry.prompt(&request.name, &arguments) {
+            Some(Ok(result)) => Ok(result.into()),
+            Some(Err(e)) => Err(ErrorData::invalid_params(e, None)),
+            None => Err(ErrorData::invalid_params(
+                format!(
+                    "no prompt {:?}; prompts/list shows the prompts this server offers",
+                    request.name
+                ),
+                None,
+            )),
+        }
     }
 }

@@ -11,7 +11,9 @@ use anyhow::Context;
 use switchboard_chat::{
     ChatBackend, ChatLimits, ChatTools, History, LocalHub, Location, irc::IrcBackend,
 };
-use switchboard_toolset::{Caller, Registry, Toolset};
+use switchboard_docs::DocsTools;
+use switchboard_toolkit::PromptTools;
+use switchboard_toolset::{Caller, PromptSource, Registry, ResourceSource, Toolset};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
@@ -19,7 +21,7 @@ use crate::{
     cli::DAEMON_APP_ID,
     config::{Backend, Config},
     logging,
-    mcp::{Drain, McpServer},
+    mcp::{CHAT_INSTRUCTIONS, Drain, McpServer},
     transport::{guard::Guard, http, relay::RegistryHandler, stdio},
 };
 
@@ -34,26 +36,36 @@ pub fn run(config: Config) -> anyhow::Result<()> {
         .thread_name("switchboard")
         .build()
         .context("cannot start the async runtime")?;
-    let location = match config.history_path(&env) {
-        Some(path) => Location::File(path),
-        None => Location::Memory,
+    // Only chat keeps a history: a docs-only profile opens no database.
+    let history = if config.chat.enabled {
+        let location = match config.history_path(&env) {
+            Some(path) => Location::File(path),
+            None => Location::Memory,
+        };
+        Some(History::open(&location, config.chat.durability)?)
+    } else {
+        None
     };
-    let history = History::open(&location, config.chat.durability)?;
-    let result = runtime.block_on(serve(&config, history.clone(), &env));
-    history.close();
+    let result = runtime.block_on(serve(&config, history.as_ref(), &env));
+    if let Some(history) = history {
+        history.close();
+    }
     runtime.shutdown_timeout(Duration::from_secs(1));
     result
 }
 
-/// Builds the configured toolsets. Runs inside the runtime: the IRC
-/// backend starts its connections here.
-fn toolsets(
+/// Builds the registry of every configured toolset, resource source and
+/// prompt source. Runs inside the runtime: the IRC backend starts its
+/// connections here.
+fn registry(
     config: &Config,
-    history: &History,
+    history: Option<&History>,
     env: &dyn Fn(&str) -> Option<String>,
-) -> anyhow::Result<Vec<Arc<dyn Toolset>>> {
+) -> anyhow::Result<Registry> {
     let mut sets: Vec<Arc<dyn Toolset>> = Vec::new();
-    if config.chat.enabled {
+    let mut resources: Vec<Arc<dyn ResourceSource>> = Vec::new();
+    let mut prompts: Vec<Arc<dyn PromptSource>> = Vec::new();
+    if let Some(history) = history {
         let backend: Arc<dyn ChatBackend> = match config.chat.backend {
             Backend::Local => Arc::new(LocalHub::new(history.clone())),
             Backend::Irc => Arc::new(IrcBackend::start(
@@ -69,17 +81,31 @@ fn toolsets(
             },
         )));
     }
-    Ok(sets)
+    if !config.docs.sources.is_empty() {
+        let docs = Arc::new(DocsTools::new(&config.docs)?);
+        sets.push(docs.clone());
+        resources.push(docs);
+    }
+    let toolkit = config.toolkit();
+    sets.extend(toolkit.toolsets(&config.base_dir)?);
+    if !toolkit.prompts.is_empty() {
+        prompts.push(Arc::new(PromptTools::new(&toolkit.prompts)?));
+    }
+    Ok(Registry::with_sources(sets, resources, prompts)?)
 }
 
 async fn serve(
     config: &Config,
-    history: History,
+    history: Option<&History>,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> anyhow::Result<()> {
-    let registry = Registry::new(toolsets(config, &history, env)?)?;
+    let registry = registry(config, history, env)?;
+    let instructions = config
+        .instructions
+        .clone()
+        .or_else(|| config.chat.enabled.then(|| CHAT_INSTRUCTIONS.to_owned()));
     let drain = Drain::default();
-    let server = McpServer::new(registry.clone(), drain.clone());
+    let server = McpServer::new(registry.clone(), drain.clone(), instructions);
     let shutdown = CancellationToken::new();
     let mut tasks = tokio::task::JoinSet::new();
 
@@ -152,7 +178,9 @@ async fn serve(
     }
 
     drain.stop_accepting();
-    history.release_waiters();
+    if let Some(history) = history {
+        history.release_waiters();
+    }
     if tokio::time::timeout(DRAIN_TIMEOUT, drain.finished())
         .await
         .is_err()

@@ -14,7 +14,7 @@
 //!
 //! Each implements [`switchboard_toolset::Toolset`]. The config structs are
 //! in [`config`]; [`ToolkitConfig`] holds all three sections for a profile
-//! such as `imqueue` (see `tests/fixtures/imqueue.toml`).
+//! such as `imqueue` (see the repository's `profiles/imqueue.toml`).
 
 mod catalog;
 pub mod commands;

@@ -1,6 +1,6 @@
-//! The imqueue profile's 11 catalog, template and command tools, from
-//! `tests/fixtures/imqueue.toml`, against a fake `imq` (and `npm`) on the
-//! PATH the commands toolset gives its children.
+//! The imqueue profile's 11 catalog, template and command tools, from the
+//! repository's `profiles/imqueue.toml`, against a fake `imq` (and `npm`) on
+//! the PATH the commands toolset gives its children.
 
 mod common;
 
@@ -13,13 +13,22 @@ use common::{RECORD, call, calls, path_with, script};
 use serde_json::{Value, json};
 use switchboard_toolkit::{CatalogTools, CommandTools, TemplateTools, ToolkitConfig};
 
+/// The profile's directory: template paths in the profile start here.
 fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../profiles")
 }
 
+/// The profile's toolkit sections (the rest of it configures switchboard).
 fn config() -> ToolkitConfig {
     let text = std::fs::read_to_string(fixtures().join("imqueue.toml")).unwrap();
-    toml::from_str(&text).unwrap()
+    let mut profile: toml::Table = text.parse().unwrap();
+    let mut toolkit = toml::Table::new();
+    for key in ["catalog", "templates", "commands", "prompts"] {
+        if let Some(value) = profile.remove(key) {
+            toolkit.insert(key.into(), value);
+        }
+    }
+    toolkit.try_into().unwrap()
 }
 
 /// A fake `imq` that records each call and answers a few commands.

@@ -29,8 +29,11 @@ use tokio::{sync::oneshot, task::JoinHandle};
 
 pub const FIXTURE_SITE: &str = "https://imqueue.org";
 
+/// The fixture site's files. Written relative to the including crate's
+/// directory through the docs crate's, so that switchboard's own tests can
+/// include this module too (every crate sits in `crates/`).
 pub fn fixture_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/imqueue")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/tests/fixtures/imqueue")
 }
 
 pub struct SiteState {

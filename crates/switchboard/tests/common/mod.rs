@@ -32,6 +32,7 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_switchboard");
 /// running the tests happens to have them set.
 const ISOLATED_ENV: &[&str] = &[
     "SWITCHBOARD_CONFIG",
+    "SWITCHBOARD_PROFILE",
     "SWITCHBOARD_DATA_DIR",
     "SWITCHBOARD_HTTP",
     "SWITCHBOARD_HTTP_TOKEN",

@@ -38,6 +38,7 @@ use std::{
 use serde_json::{Value, json};
 use switchboard_toolset::{
     Caller, JsonObject, Tool, ToolAnnotations, ToolError, ToolFuture, ToolOutput, Toolset,
+    with_call_timeout,
 };
 
 use self::{
@@ -93,6 +94,20 @@ enum Cases {
         param: String,
         cases: BTreeMap<String, Case>,
     },
+}
+
+impl Action {
+    /// The longest any of its cases may run.
+    fn longest_timeout(&self) -> Duration {
+        match &self.cases {
+            Cases::One(case) => case.timeout,
+            Cases::By { cases, .. } => cases
+                .values()
+                .map(|case| case.timeout)
+                .max()
+                .unwrap_or(self.timeout),
+        }
+    }
 }
 
 struct Case {
@@ -214,7 +229,10 @@ impl CommandTools {
                     command: install_command(&key, &action_config.tool, &action)?,
                 });
             }
-            tools.push(tool);
+            // A relay client (the shim) must wait at least as long as the
+            // program may run and be killed; a second covers the reply.
+            let deadline = action.longest_timeout() + grace + Duration::from_secs(1);
+            tools.push(with_call_timeout(tool, deadline));
             actions.insert(action_config.tool.clone(), action);
         }
         Ok(Self {

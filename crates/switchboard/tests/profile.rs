@@ -1,0 +1,387 @@
+//! `switchboard serve --profile imqueue` end to end: the real binary over
+//! stdio with rmcp's client, its docs source pointed (by a `--config`
+//! override) at a fixture copy of imqueue.org served on loopback, and a fake
+//! `imq` on the PATH that records its argv.
+
+mod common;
+#[path = "../../docs/tests/common/mod.rs"]
+mod docs_site;
+
+use std::{os::unix::fs::PermissionsExt, path::PathBuf, time::Duration};
+
+use common::{Client, call, command, is_error, stdio_client_with, text};
+use docs_site::TestSite;
+use rmcp::model::{GetPromptRequestParams, ProtocolVersion, ReadResourceRequestParams};
+use serde_json::{Value, json};
+
+/// The 13 tools of @imqueue/mcp, in the profile's order.
+const IMQUEUE_TOOLS: [&str; 13] = [
+    "search_docs",
+    "get_doc",
+    "list_packages",
+    "scaffold_service",
+    "scaffold_client",
+    "cli_status",
+    "cli_help",
+    "cli_install",
+    "create_service",
+    "generate_client",
+    "fleet",
+    "config",
+    "logs",
+];
+
+/// A fake `imq`: records each call's argv (one argument a line) and answers
+/// the few commands the tests use. `log` starts a grandchild and hangs, for
+/// the timeout test.
+const FAKE_IMQ: &str = r#"#!/bin/sh
+here=$(cd "$(dirname "$0")" && pwd)
+{ for a in "$@"; do printf '%s\n' "$a"; done; printf -- '--end--\n'; } >> "$here/calls.log"
+case "$1 $2" in
+  "--version ") echo "4.2.0" ;;
+  "log "*) sleep 300 & echo $! > "$here/grandchild.pid"; wait ;;
+  "service create") echo "Plan for $3" ;;
+  *) echo "imq $*" ;;
+esac
+"#;
+
+/// The profile, its docs source on `site`, a fake `imq` in `bin`.
+struct Setup {
+    dir: tempfile::TempDir,
+    site: TestSite,
+}
+
+impl Setup {
+    async fn new(extra_config: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("bin");
+        std::fs::create_dir(&bin).unwrap();
+        let imq = bin.join("imq");
+        std::fs::write(&imq, FAKE_IMQ).unwrap();
+        std::fs::set_permissions(&imq, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let site = TestSite::start().await;
+        let config = format!(
+            "[[docs.sources]]\nname = \"imqueue\"\nllms_txt = \"{}/llms.txt\"\nhttp_hosts = [\"127.0.0.1:{}\"]\ntimeout_s = 5\n{extra_config}\n",
+            site.base(),
+            site.port()
+        );
+        std::fs::write(dir.path().join("override.toml"), config).unwrap();
+        Self { dir, site }
+    }
+
+    fn config_path(&self) -> PathBuf {
+        self.dir.path().join("override.toml")
+    }
+
+    fn bin(&self) -> PathBuf {
+        self.dir.path().join("bin")
+    }
+
+    async fn client(&self, with_imq: bool) -> Client {
+        let path = if with_imq {
+            format!("{}:/usr/bin:/bin", self.bin().display())
+        } else {
+            "/usr/bin:/bin".to_owned()
+        };
+        let config = self.config_path();
+        stdio_client_with(
+            &["--profile", "imqueue", "--config", config.to_str().unwrap()],
+            &[("PATH", path.as_str())],
+            ProtocolVersion::V_2025_11_25,
+        )
+        .await
+    }
+
+    /// Every argv the fake `imq` recorded.
+    fn calls(&self) -> Vec<Vec<String>> {
+        let log = std::fs::read_to_string(self.bin().join("calls.log")).unwrap_or_default();
+        log.split("--end--\n")
+            .filter(|call| !call.is_empty())
+            .map(|call| call.lines().map(str::to_owned).collect())
+            .collect()
+    }
+}
+
+fn structured(result: &rmcp::model::CallToolResult) -> Value {
+    result
+        .structured_content
+        .clone()
+        .expect("structuredContent")
+}
+
+#[tokio::test]
+async fn the_profile_serves_exactly_the_13_tools_in_under_20_kb() {
+    let setup = Setup::new("").await;
+    let client = setup.client(true).await;
+    let tools = client.list_all_tools().await.unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    assert_eq!(names, IMQUEUE_TOOLS);
+    let bytes = serde_json::to_vec(&json!({ "tools": tools }))
+        .unwrap()
+        .len();
+    assert!(bytes < 20 * 1024, "tools/list is {bytes} bytes");
+    let info = client.peer_info().expect("initialize result");
+    assert!(
+        info.instructions
+            .as_deref()
+            .is_some_and(|i| i.contains("cli_status")),
+        "{info:?}"
+    );
+    assert!(info.capabilities.resources.is_some() && info.capabilities.prompts.is_some());
+}
+
+#[tokio::test]
+async fn docs_search_then_read_from_the_configured_site() {
+    let setup = Setup::new("").await;
+    let client = setup.client(true).await;
+    let found = call(
+        &client,
+        "search_docs",
+        json!({"query": "how do I expose a method"}),
+    )
+    .await;
+    assert!(!is_error(&found), "{}", text(&found));
+    let results = structured(&found)["results"].as_array().unwrap().clone();
+    let top = results[0]["url"].as_str().unwrap().to_owned();
+    assert!(
+        top.contains("/docs/guides/exposing-methods/") || top.contains("/api/rpc/expose"),
+        "top result {top}; all: {}",
+        text(&found)
+    );
+    assert!(text(&found).contains(&top), "the text names the url");
+
+    let page = call(&client, "get_doc", json!({"url": top, "max_chars": 2000})).await;
+    assert!(!is_error(&page), "{}", text(&page));
+    let page = structured(&page);
+    assert!(!page["content"].as_str().unwrap().is_empty());
+    assert!(page["end"].as_u64().unwrap() <= 2000);
+
+    // The same page as an MCP resource.
+    let read = client
+        .read_resource(ReadResourceRequestParams::new(top.clone()))
+        .await
+        .unwrap();
+    let body = serde_json::to_value(&read.contents[0]).unwrap();
+    assert_eq!(body["uri"], json!(top));
+    assert!(!body["text"].as_str().unwrap().is_empty());
+    let templates = client.list_all_resource_templates().await.unwrap();
+    assert!(!templates.is_empty());
+    // The docs site is not contacted for anything else.
+    assert!(setup.site.hits("/llms.txt") >= 1);
+}
+
+#[tokio::test]
+async fn catalog_and_templates_answer_offline() {
+    let setup = Setup::new("").await;
+    let client = setup.client(false).await;
+    let packages = text(&call(&client, "list_packages", json!({})).await);
+    for name in [
+        "rpc",
+        "core",
+        "cli",
+        "job",
+        "pg-pubsub",
+        "pg-cache",
+        "async-logger",
+        "http-protect",
+    ] {
+        assert!(packages.contains(&format!("@imqueue/{name}")), "{name}");
+    }
+    assert!(packages.contains("npm i @imqueue/rpc"));
+
+    let service = call(
+        &client,
+        "scaffold_service",
+        json!({"name": "UserService", "methods": [
+            {"name": "getUser", "params": [{"name": "id", "type": "string"}], "returns": "User"}
+        ]}),
+    )
+    .await;
+    let code = text(&service);
+    assert!(!is_error(&service), "{code}");
+    assert!(code.contains("extends IMQService") && code.contains("@expose()"));
+    assert!(code.contains("getUser") && code.contains(".start()"));
+    assert!(code.contains("imq service create"));
+
+    let client_code = text(
+        &call(
+            &client,
+            "scaffold_client",
+            json!({"service": "UserService"}),
+        )
+        .await,
+    );
+    assert!(
+        client_code.contains("imq client generate UserService"),
+        "{client_code}"
+    );
+
+    // No imq on PATH: the CLI tools say how to install it.
+    let status = call(&client, "cli_status", json!({})).await;
+    let status_text = text(&status);
+    assert!(
+        status_text.contains("npm install -g @imqueue/cli"),
+        "{status_text}"
+    );
+    let create = call(&client, "create_service", json!({"name": "user"})).await;
+    assert!(text(&create).contains("npm install -g @imqueue/cli"));
+    assert!(setup.calls().is_empty());
+}
+
+#[tokio::test]
+async fn cli_actions_are_dry_runs_unless_applied_and_refuse_option_injection() {
+    let setup = Setup::new("").await;
+    let client = setup.client(true).await;
+    let status = text(&call(&client, "cli_status", json!({})).await);
+    assert!(status.contains("4.2.0"), "{status}");
+
+    let dry = call(&client, "create_service", json!({"name": "user"})).await;
+    assert!(!is_error(&dry), "{}", text(&dry));
+    assert!(text(&dry).contains("Plan for user"));
+    let applied = call(
+        &client,
+        "create_service",
+        json!({"name": "user", "apply": true}),
+    )
+    .await;
+    assert!(!is_error(&applied), "{}", text(&applied));
+    let calls = setup.calls();
+    let creates: Vec<&Vec<String>> = calls.iter().filter(|c| c[0] == "service").collect();
+    assert_eq!(creates.len(), 2, "{calls:?}");
+    assert!(creates[0].contains(&"--dry-run".to_owned()), "{calls:?}");
+    assert!(!creates[1].contains(&"--dry-run".to_owned()), "{calls:?}");
+
+    let before = setup.calls().len();
+    for name in ["--help", "-rf"] {
+        let refused = call(&client, "create_service", json!({"name": name})).await;
+        assert!(is_error(&refused), "{name}: {}", text(&refused));
+    }
+    // The agent cannot lift a safety setting through a parameter.
+    let sneaky = call(
+        &client,
+        "create_service",
+        json!({"name": "user", "timeout_s": 999}),
+    )
+    .await;
+    assert!(is_error(&sneaky), "{}", text(&sneaky));
+    assert_eq!(setup.calls().len(), before, "nothing ran");
+}
+
+#[tokio::test]
+async fn a_hung_cli_is_killed_with_its_process_group() {
+    // The override shortens the profile's timeout: tables merge key by key.
+    let setup = Setup::new("[commands]\ntimeout_s = 1\nkill_grace_s = 1\n").await;
+    let client = setup.client(true).await;
+    let started = std::time::Instant::now();
+    let result = call(&client, "logs", json!({})).await;
+    assert!(is_error(&result), "{}", text(&result));
+    assert!(
+        text(&result).contains("did not finish within 1 s"),
+        "{}",
+        text(&result)
+    );
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let pid: i32 = std::fs::read_to_string(setup.bin().join("grandchild.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        gone_within(pid, Duration::from_secs(5)),
+        "grandchild {pid} was left running"
+    );
+}
+
+#[tokio::test]
+async fn the_profile_prompt_renders_and_refuses_bad_arguments() {
+    let setup = Setup::new("").await;
+    let client = setup.client(true).await;
+    let prompts = client.list_all_prompts().await.unwrap();
+    assert_eq!(prompts[0].name, "author_service");
+    let mut args = serde_json::Map::new();
+    args.insert("name".into(), json!("BillingService"));
+    let prompt = client
+        .get_prompt(GetPromptRequestParams::new("author_service").with_arguments(args))
+        .await
+        .unwrap();
+    let rendered = serde_json::to_string(&prompt.messages).unwrap();
+    assert!(rendered.contains("BillingService") && rendered.contains("search_docs"));
+    assert!(
+        client
+            .get_prompt(GetPromptRequestParams::new("author_service"))
+            .await
+            .is_err(),
+        "a missing required argument is an error"
+    );
+    assert!(
+        client
+            .get_prompt(GetPromptRequestParams::new("no_such_prompt"))
+            .await
+            .is_err()
+    );
+    assert!(
+        client
+            .read_resource(ReadResourceRequestParams::new("https://evil.example/x"))
+            .await
+            .is_err()
+    );
+}
+
+#[tokio::test]
+async fn profile_errors_exit_2_naming_the_problem() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad_key = dir.path().join("bad_key.toml");
+    std::fs::write(&bad_key, "[docs]\npage_size = 5\n").unwrap();
+    let bad_value = dir.path().join("bad_value.toml");
+    std::fs::write(&bad_value, "[commands]\ntimeout_s = -1\n").unwrap();
+    let cases: [(Vec<&str>, &str); 3] = [
+        (vec!["--profile", "rails"], "imqueue"),
+        (
+            vec![
+                "--profile",
+                "imqueue",
+                "--config",
+                bad_key.to_str().unwrap(),
+            ],
+            "page_size",
+        ),
+        (
+            vec![
+                "--profile",
+                "imqueue",
+                "--config",
+                bad_value.to_str().unwrap(),
+            ],
+            "commands.timeout_s",
+        ),
+    ];
+    for (args, expected) in cases {
+        let mut all = vec!["--stdio"];
+        all.extend(args.iter());
+        let output = tokio::time::timeout(Duration::from_secs(10), command(&all).output())
+            .await
+            .unwrap()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+        assert!(output.stdout.is_empty());
+    }
+}
+
+fn gone_within(pid: i32, limit: Duration) -> bool {
+    let gone = || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| {
+            stat.rsplit_once(") ")
+                .is_some_and(|(_, rest)| rest.starts_with(['Z', 'X']))
+        })
+    };
+    let start = std::time::Instant::now();
+    while start.elapsed() < limit {
+        if gone() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    gone()
+}
