@@ -200,11 +200,12 @@ fi
 # flags away from the Inspector's option parser. Its catalog file goes to the scratch dir
 # instead of ~/.mcp-inspector.
 export MCP_CATALOG_PATH=$WORK/inspector-catalog.json
-inspect() { # inspect NAME INSPECTOR-ARGS...
+serve_args=(--ephemeral)
+inspect() { # inspect NAME INSPECTOR-ARGS...; the server runs with "${serve_args[@]}"
     local name=$1
     shift
     rc=0
-    timeout "$T_INSPECTOR" inspector --cli "$@" -- "$BIN" serve --stdio --ephemeral \
+    timeout "$T_INSPECTOR" inspector --cli "$@" -- "$BIN" serve --stdio "${serve_args[@]}" \
         </dev/null >"$WORK/$name.out" 2>"$WORK/$name.err" || rc=$?
     if [[ $rc != 0 ]]; then
         fail "inspector $name (exit $rc)"
@@ -230,6 +231,28 @@ if inspect tools-call --method tools/call --tool-name send_message \
     else
         fail "inspector tools/call send_message over stdio: $why"
         show "$WORK/tools-call.out" "$WORK/tools-call.err"
+    fi
+fi
+
+# The imqueue profile: its 13 tools, and one that needs no network or CLI.
+serve_args=(--profile imqueue)
+imqueue_tools=(search_docs get_doc list_packages scaffold_service scaffold_client cli_status cli_help
+    cli_install create_service generate_client fleet config logs)
+if inspect profile-tools-list --method tools/list; then
+    if why=$(helper inspector-tools "$WORK/profile-tools-list.out" --exact "${imqueue_tools[@]}"); then
+        pass "inspector tools/list over stdio --profile imqueue: $why"
+    else
+        fail "inspector tools/list over stdio --profile imqueue: $why"
+        show "$WORK/profile-tools-list.out" "$WORK/profile-tools-list.err"
+    fi
+fi
+
+if inspect profile-tools-call --method tools/call --tool-name list_packages; then
+    if why=$(helper inspector-call "$WORK/profile-tools-call.out" "npm i @imqueue/rpc"); then
+        pass "inspector tools/call list_packages over stdio --profile imqueue: $why"
+    else
+        fail "inspector tools/call list_packages over stdio --profile imqueue: $why"
+        show "$WORK/profile-tools-call.out" "$WORK/profile-tools-call.err"
     fi
 fi
 

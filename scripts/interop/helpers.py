@@ -128,12 +128,23 @@ def _load_json(path):
 
 
 def inspector_tools(path, *wanted):
-    tools = {t.get("name") for t in _load_json(path).get("tools", [])}
-    missing = [w for w in wanted if w not in tools]
-    if missing:
-        print("missing tool(s): " + ", ".join(missing) + "; got: " + ", ".join(sorted(tools)))
+    """The listed tools include every wanted one; with a leading --exact,
+    they are exactly the wanted ones, in that order."""
+    exact = bool(wanted) and wanted[0] == "--exact"
+    if exact:
+        wanted = wanted[1:]
+    names = [t.get("name") for t in _load_json(path).get("tools", [])]
+    if exact and names != list(wanted):
+        print("expected exactly " + ", ".join(wanted) + "; got: " + ", ".join(names))
         return 1
-    print(f"{len(tools)} tools, including " + ", ".join(wanted))
+    missing = [w for w in wanted if w not in names]
+    if missing:
+        print("missing tool(s): " + ", ".join(missing) + "; got: " + ", ".join(sorted(names)))
+        return 1
+    if exact:
+        print(f"exactly the {len(names)} tools " + ", ".join(names))
+    else:
+        print(f"{len(names)} tools, including " + ", ".join(wanted))
     return 0
 
 
