@@ -13,12 +13,12 @@ use std::{net::SocketAddr, sync::Arc};
 use axum::{
     Router,
     body::Body,
-    extract::{DefaultBodyLimit, Request},
+    extract::{DefaultBodyLimit, Request, State},
     middleware::{self, Next},
     response::{IntoResponse, Response},
 };
-use http::{Method, StatusCode, header};
-use rmcp::model::ClientJsonRpcMessage;
+use http::{HeaderMap, Method, StatusCode, header};
+use rmcp::model::{ClientJsonRpcMessage, ProtocolVersion};
 use rmcp::transport::streamable_http_server::{
     StreamableHttpServerConfig, StreamableHttpService, session::never::NeverSessionManager,
 };
@@ -27,7 +27,7 @@ use switchboard_toolset::Caller;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use super::{MAX_MESSAGE_BYTES, error_json, guard, sse};
+use super::{DirectCall, MAX_MESSAGE_BYTES, error_json, guard, sse};
 use crate::mcp::McpServer;
 
 /// Builds the app for `server`, checked by `guard`.
@@ -52,9 +52,10 @@ pub fn router(
             config,
         )
     };
+    let direct = server.for_caller(Caller::new("http"));
     let mut app = Router::new()
         .nest_service("/mcp", mcp)
-        .layer(middleware::from_fn(answer_malformed_json_rpc));
+        .layer(middleware::from_fn_with_state(direct, pre_route));
     if legacy_sse {
         app = app.merge(sse::routes(server, shutdown));
     }
@@ -62,10 +63,17 @@ pub fn router(
         .layer(middleware::from_fn_with_state(guard, guard::enforce))
 }
 
-/// Answers a POST whose body is not a JSON-RPC message with `400` and a
+/// Looks at each POST before rmcp does.
+///
+/// A plain `tools/call` (see [`DirectCall`]) from a client on a protocol
+/// version before 2026-07-28 is run and answered here: in stateless JSON
+/// mode rmcp would start a whole service for the one request, which cost
+/// more than most tool calls. The reply is the one rmcp would send.
+///
+/// A body that is not a JSON-RPC message is answered with `400` and a
 /// JSON-RPC error (-32700 for bad JSON, -32600 for JSON of the wrong shape),
 /// as JSON-RPC asks; rmcp itself would answer `415` with plain text.
-async fn answer_malformed_json_rpc(request: Request, next: Next) -> Response {
+async fn pre_route(State(server): State<McpServer>, request: Request, next: Next) -> Response {
     if request.method() != Method::POST {
         return next.run(request).await;
     }
@@ -80,6 +88,17 @@ async fn answer_malformed_json_rpc(request: Request, next: Next) -> Response {
                 .into_response();
         }
     };
+    if direct_call_allowed(&parts.headers)
+        && let Ok(call) = serde_json::from_slice::<DirectCall>(&bytes)
+    {
+        let body = call.run(&server).await;
+        return (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "application/json")],
+            body,
+        )
+            .into_response();
+    }
     if let Err(e) = serde_json::from_slice::<ClientJsonRpcMessage>(&bytes) {
         let (code, id) = match serde_json::from_slice::<Value>(&bytes) {
             Err(_) => (-32700, Value::Null),
@@ -102,6 +121,45 @@ async fn answer_malformed_json_rpc(request: Request, next: Next) -> Response {
         .await
 }
 
+/// Whether rmcp would accept these headers for a stateless request and run
+/// it as a client on a version [`DirectCall::serves`]: it accepts both JSON
+/// and SSE, sends JSON, and names a known protocol version. Anything less
+/// plain (no version header, `q` weights) is left to rmcp to judge.
+fn direct_call_allowed(headers: &HeaderMap) -> bool {
+    fn essence(value: &str) -> &str {
+        value.split(';').next().unwrap_or("").trim()
+    }
+    let json = |value: &str| value.eq_ignore_ascii_case("application/json");
+    let version_ok = headers
+        .get("mcp-protocol-version")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            ProtocolVersion::KNOWN_VERSIONS
+                .iter()
+                .find(|k| k.as_str() == v)
+        })
+        .is_some_and(DirectCall::serves);
+    let content_json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| json(essence(v)));
+    let mut accepts = (false, false);
+    for value in headers.get_all(header::ACCEPT) {
+        let Ok(value) = value.to_str() else {
+            return false;
+        };
+        if value.contains("q=") || value.contains('"') {
+            return false;
+        }
+        for entry in value.split(',') {
+            let entry = essence(entry);
+            accepts.0 |= json(entry);
+            accepts.1 |= entry.eq_ignore_ascii_case("text/event-stream");
+        }
+    }
+    version_ok && content_json && accepts == (true, true)
+}
+
 /// Binds `addr`, so that a taken port is reported before anything starts.
 pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
     TcpListener::bind(addr).await
@@ -116,4 +174,46 @@ pub async fn serve(
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown.cancelled_owned())
         .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.append(*name, value.parse().unwrap());
+        }
+        map
+    }
+
+    #[test]
+    fn only_plain_requests_on_older_versions_skip_rmcp() {
+        let plain = [
+            ("content-type", "application/json; charset=utf-8"),
+            ("accept", "application/json, text/event-stream"),
+            ("mcp-protocol-version", "2025-06-18"),
+        ];
+        assert!(direct_call_allowed(&headers(&plain)));
+        let split_accept = [
+            plain[0],
+            plain[2],
+            ("accept", "application/json"),
+            ("accept", "text/event-stream"),
+        ];
+        assert!(direct_call_allowed(&headers(&split_accept)));
+        for (name, value) in [
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-protocol-version", "1999-01-01"),
+            ("accept", "application/json, text/event-stream;q=0"),
+            ("accept", "application/json"),
+            ("content-type", "text/plain"),
+        ] {
+            let mut changed = headers(&plain);
+            changed.insert(name, value.parse().unwrap());
+            assert!(!direct_call_allowed(&changed), "{name}: {value}");
+        }
+        assert!(!direct_call_allowed(&headers(&plain[..2])));
+    }
 }

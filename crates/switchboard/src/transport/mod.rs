@@ -16,9 +16,13 @@ pub mod stdio;
 
 use futures::SinkExt;
 use rmcp::{
-    model::{ClientJsonRpcMessage, ServerJsonRpcMessage},
+    model::{
+        CallToolRequestMethod, ClientJsonRpcMessage, JsonObject, JsonRpcVersion2_0,
+        ProtocolVersion, RequestId, ServerJsonRpcMessage, ServerResult,
+    },
     service::serve_server_with_ct,
 };
+use serde::Deserialize;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::{CancellationToken, PollSender};
@@ -70,5 +74,55 @@ pub async fn serve_channels(
             let _ = running.waiting().await;
         }
         Err(e) => tracing::debug!(error = %e, "client left before initializing"),
+    }
+}
+
+/// A `tools/call` request that has nothing but a name and arguments, which a
+/// transport may run without rmcp's service loop (see [`DirectCall::serves`]):
+/// parsed in one typed pass and answered exactly as rmcp would answer it.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DirectCall {
+    #[serde(rename = "jsonrpc")]
+    _version: JsonRpcVersion2_0,
+    id: RequestId,
+    #[serde(rename = "method")]
+    _method: CallToolRequestMethod,
+    params: DirectCallParams,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DirectCallParams {
+    name: String,
+    arguments: Option<JsonObject>,
+}
+
+impl DirectCall {
+    /// Whether direct calls may serve a client on `version`: rmcp answers
+    /// 2026-07-28 and later differently (per-request lifecycle, result
+    /// types), so those keep going through it.
+    pub fn serves(version: &ProtocolVersion) -> bool {
+        // ISO dates compare as strings, as in rmcp's own version checks.
+        version.as_str() < ProtocolVersion::V_2026_07_28.as_str()
+    }
+
+    /// Runs the call and returns its reply line, shaped as rmcp shapes it
+    /// for a peer on a protocol version before 2026-07-28.
+    pub async fn run(self, server: &McpServer) -> String {
+        let arguments = self.params.arguments.unwrap_or_default();
+        let message = match server.call(&self.params.name, arguments).await {
+            Ok(result) => {
+                let mut result = ServerResult::CallToolResult(result);
+                result.strip_result_type_for_legacy_peer();
+                result.strip_non_object_output_for_legacy_peer();
+                ServerJsonRpcMessage::response(result, self.id)
+            }
+            Err(error) => ServerJsonRpcMessage::error(error, Some(self.id)),
+        };
+        serde_json::to_string(&message).unwrap_or_else(|e| {
+            tracing::error!(error = %e, "cannot serialise a reply");
+            String::new()
+        })
     }
 }

@@ -23,11 +23,9 @@ use std::{
 };
 
 use rmcp::model::{
-    CallToolRequestMethod, ClientJsonRpcMessage, ClientNotification, ErrorCode, JsonObject,
-    JsonRpcMessage, JsonRpcVersion2_0, ProtocolVersion, RequestId, ServerJsonRpcMessage,
-    ServerResult,
+    ClientJsonRpcMessage, ClientNotification, ErrorCode, JsonRpcMessage, RequestId,
+    ServerJsonRpcMessage, ServerResult,
 };
-use serde::Deserialize;
 use serde_json::Value;
 use tokio::{
     io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader},
@@ -35,7 +33,7 @@ use tokio::{
 };
 use tokio_util::sync::CancellationToken;
 
-use super::{MAX_MESSAGE_BYTES, error_json, serve_channels};
+use super::{DirectCall, MAX_MESSAGE_BYTES, error_json, serve_channels};
 use crate::lines::{Line, read_bounded_line, trim_line};
 use crate::mcp::McpServer;
 
@@ -77,54 +75,13 @@ impl Session {
         if let JsonRpcMessage::Response(response) = message
             && let ServerResult::InitializeResult(init) = &response.result
         {
-            // ISO dates compare as strings, as in rmcp's own version checks.
-            let legacy = init.protocol_version.as_str() < ProtocolVersion::V_2026_07_28.as_str();
-            self.direct_calls.store(legacy, Ordering::Release);
+            let direct = DirectCall::serves(&init.protocol_version);
+            self.direct_calls.store(direct, Ordering::Release);
         }
     }
 
     fn in_flight(&self) -> std::sync::MutexGuard<'_, HashSet<RequestId>> {
         self.in_flight.lock().expect("in-flight lock")
-    }
-}
-
-/// A `tools/call` request that has nothing but a name and arguments.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ToolCall {
-    #[serde(rename = "jsonrpc")]
-    _version: JsonRpcVersion2_0,
-    id: RequestId,
-    #[serde(rename = "method")]
-    _method: CallToolRequestMethod,
-    params: ToolCallParams,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ToolCallParams {
-    name: String,
-    arguments: Option<JsonObject>,
-}
-
-impl ToolCall {
-    /// Runs the call and returns its reply line, shaped as rmcp shapes it
-    /// for a peer on a protocol version before 2026-07-28.
-    async fn run(self, server: &McpServer) -> String {
-        let arguments = self.params.arguments.unwrap_or_default();
-        let message = match server.call(&self.params.name, arguments).await {
-            Ok(result) => {
-                let mut result = ServerResult::CallToolResult(result);
-                result.strip_result_type_for_legacy_peer();
-                result.strip_non_object_output_for_legacy_peer();
-                ServerJsonRpcMessage::response(result, self.id)
-            }
-            Err(error) => ServerJsonRpcMessage::error(error, Some(self.id)),
-        };
-        serde_json::to_string(&message).unwrap_or_else(|e| {
-            tracing::error!(error = %e, "cannot serialise a reply");
-            String::new()
-        })
     }
 }
 
@@ -139,7 +96,7 @@ fn start_direct_call(
     if !session.direct_calls.load(Ordering::Acquire) {
         return false;
     }
-    let Ok(call) = serde_json::from_slice::<ToolCall>(text) else {
+    let Ok(call) = serde_json::from_slice::<DirectCall>(text) else {
         return false;
     };
     let id = call.id.clone();
@@ -340,7 +297,7 @@ mod tests {
         fn call<'a>(
             &'a self,
             _: &'a str,
-            arguments: JsonObject,
+            arguments: switchboard_toolset::JsonObject,
             _: &'a switchboard_toolset::Caller,
         ) -> switchboard_toolset::ToolFuture<'a> {
             Box::pin(async move {
