@@ -20,6 +20,7 @@ use std::{
     path::{Path, PathBuf},
     sync::{
         Arc, Mutex,
+        atomic::{AtomicU64, Ordering},
         mpsc::{self, Receiver, Sender, TryRecvError},
     },
     thread::JoinHandle,
@@ -151,6 +152,8 @@ pub struct History {
 }
 
 struct Shared {
+    /// Counts the commits; see [`History::commits`].
+    commits: AtomicU64,
     writer: Mutex<Option<Sender<Op>>>,
     writer_thread: Mutex<Option<JoinHandle<()>>>,
     readers: Mutex<Vec<Connection>>,
@@ -258,6 +261,7 @@ impl History {
             .unwrap_or(0);
         let (tx, rx) = mpsc::channel();
         let shared = Arc::new(Shared {
+            commits: AtomicU64::new(0),
             writer: Mutex::new(Some(tx)),
             writer_thread: Mutex::new(None),
             readers: Mutex::new(Vec::new()),
@@ -288,6 +292,14 @@ impl History {
         let writer = writer.as_ref().ok_or(HistoryError::Closed)?;
         writer.send(make(tx)).map_err(|_| HistoryError::Closed)?;
         Ok(rx)
+    }
+
+    /// How many groups the writer has committed. It grows after a commit is
+    /// visible to readers and before any write in it is acknowledged, so a
+    /// read made while it still has the value loaded before the read began
+    /// is still current.
+    pub fn commits(&self) -> u64 {
+        self.shared.commits.load(Ordering::Acquire)
     }
 
     /// Appends messages (creating their channels) and returns them as stored,
@@ -596,6 +608,9 @@ impl Writer {
         touched.sort_unstable();
         touched.dedup();
         if let Some(shared) = self.shared.upgrade() {
+            if result.is_ok() {
+                shared.commits.fetch_add(1, Ordering::Release);
+            }
             shared.watchers.bump(touched);
         }
         let failure = result.err().map(|e| e.to_string());

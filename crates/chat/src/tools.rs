@@ -4,7 +4,11 @@
 //! bridge parse them. Each result's text stands on its own (many hosts show
 //! the model only the text) and `structuredContent` mirrors it.
 
-use std::{sync::Arc, time::Duration};
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
 
 use chrono::{DateTime, NaiveDate, NaiveDateTime, Utc};
 use serde::Deserialize;
@@ -48,7 +52,22 @@ pub struct ChatTools {
     backend: Arc<dyn ChatBackend>,
     history: History,
     limits: ChatLimits,
+    /// The last `read_messages` output per channel. Agents polling a busy
+    /// channel ask for the same page many times between two commits; that
+    /// page is built (an SQLite read, and a JSON tree of every message) once.
+    reads: Mutex<HashMap<String, CachedRead>>,
 }
+
+/// A `read_messages` output, valid while the history has made no commit.
+struct CachedRead {
+    commits: u64,
+    since: Option<DateTime<Utc>>,
+    limit: usize,
+    output: ToolOutput,
+}
+
+/// Channels whose last read is kept.
+const CACHED_READS: usize = 64;
 
 impl ChatTools {
     pub fn new(backend: Arc<dyn ChatBackend>, history: History, limits: ChatLimits) -> Self {
@@ -56,6 +75,7 @@ impl ChatTools {
             backend,
             history,
             limits,
+            reads: Mutex::default(),
         }
     }
 }
@@ -186,11 +206,33 @@ impl ChatTools {
         let channel = self.channel(&p.channel)?;
         let since = p.since.as_deref().map(parse_since).transpose()?;
         let limit = bounded("limit", p.limit, READ_DEFAULT, READ_MAX)?;
+        // Loaded before reading: a commit after this makes the entry stale.
+        let commits = self.history.commits();
+        let cached = |c: &CachedRead| c.commits == commits && c.since == since && c.limit == limit;
+        if let Some(hit) = self.reads().get(channel.name()).filter(|c| cached(c)) {
+            return Ok(hit.output.clone());
+        }
         let messages = self
             .history
             .read(channel.key(), since, limit)
             .map_err(fail)?;
-        Ok(messages_output(&channel, &messages, since, false))
+        let output = messages_output(&channel, &messages, since, false);
+        let mut reads = self.reads();
+        if reads.len() >= CACHED_READS {
+            reads.retain(|_, c| c.commits == commits);
+        }
+        let entry = CachedRead {
+            commits,
+            since,
+            limit,
+            output: output.clone(),
+        };
+        reads.insert(channel.name().to_owned(), entry);
+        Ok(output)
+    }
+
+    fn reads(&self) -> std::sync::MutexGuard<'_, HashMap<String, CachedRead>> {
+        self.reads.lock().expect("read cache lock")
     }
 
     async fn create_channel(&self, p: NameParams) -> Result<ToolOutput, ToolError> {
@@ -603,6 +645,42 @@ mod tests {
             "\"deploy\" \"AND\" \"x\""
         );
         assert_eq!(fts_query("  ^*()  "), None);
+    }
+
+    #[test]
+    fn repeated_reads_see_every_acknowledged_send() {
+        use crate::{LocalHub, history::Location};
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let history = History::open(&Location::Memory, Default::default()).unwrap();
+        let tools = ChatTools::new(
+            Arc::new(LocalHub::new(history.clone())),
+            history.clone(),
+            ChatLimits::default(),
+        );
+        let caller = Caller::new("test");
+        let args = |v: Value| v.as_object().cloned().unwrap();
+        rt.block_on(async {
+            for i in 0..3 {
+                let text = format!("m{i}");
+                let send = args(json!({"channel": "#c", "text": text, "sender": "bob"}));
+                tools.call("send_message", send, &caller).await.unwrap();
+                for _ in 0..2 {
+                    let read = args(json!({"channel": "#c", "limit": 1}));
+                    let out = tools.call("read_messages", read, &caller).await.unwrap();
+                    assert!(out.text.ends_with(&format!("<bob> m{i}")), "{}", out.text);
+                }
+            }
+            let other_limit = args(json!({"channel": "#c", "limit": 2}));
+            let out = tools
+                .call("read_messages", other_limit, &caller)
+                .await
+                .unwrap();
+            assert_eq!(out.structured["messages"].as_array().unwrap().len(), 2);
+        });
+        history.close();
     }
 
     #[test]
