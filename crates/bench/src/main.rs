@@ -18,6 +18,11 @@
 //! - `relay` ([`relay`]): `switchboard shim`: cold start to the `initialize`
 //!   reply; `tools/call` through shim and relay socket against the same call
 //!   on `serve --stdio`, 2,000 sequential calls each; the shim's RSS.
+//! - `irc` ([`irc`]): `serve --stdio` on the IRC backend against a real
+//!   InspIRCd on loopback: the bridge's overhead from a `send_message` on
+//!   stdin to its PRIVMSG on the wire (p50 of 500 sequential sends), the
+//!   observer's ingest of 100,000 channel messages into the history, and
+//!   resident memory with 200 agent nicks connected at once.
 //!
 //! The clients are built to cost far less than the server: a hand-written
 //! JSON-RPC client over the child's pipes (ids correlate concurrent calls on
@@ -26,11 +31,13 @@
 //! about one core. The CPU each side used is reported with every workload.
 //!
 //! `--quick` is a smoke run: 10 cold starts, 1 round, 100,000 messages, 500
-//! reads (and relay calls). The exit status is 1 when a section could not be
-//! measured, not when a target is missed.
+//! reads (and relay calls), 200 IRC sends, 20,000 IRC channel messages. The
+//! exit status is 1 when a section could not be measured, not when a target
+//! is missed.
 
 mod big_history;
 mod cold_start;
+mod irc;
 mod relay;
 mod report;
 mod rpc;
@@ -82,6 +89,7 @@ enum Section {
     Read,
     Rss,
     Relay,
+    Irc,
 }
 
 impl Section {
@@ -92,6 +100,7 @@ impl Section {
             Section::Read => "read",
             Section::Rss => "rss",
             Section::Relay => "relay",
+            Section::Irc => "irc",
         }
     }
 }
@@ -106,6 +115,10 @@ pub struct Plan {
     pub messages: usize,
     /// Timed reads of the large channel, per way of reading.
     pub reads: usize,
+    /// Timed sequential `send_message` calls on the IRC backend.
+    pub irc_sends: usize,
+    /// Channel messages the IRC observer ingests.
+    pub irc_messages: usize,
     pub cache_dir: PathBuf,
     /// Rebuild the cached large history (cleared once rebuilt).
     pub fresh: Cell<bool>,
@@ -127,6 +140,8 @@ impl Plan {
             rounds,
             messages,
             reads,
+            irc_sends: if cli.quick { 200 } else { 500 },
+            irc_messages: if cli.quick { 20_000 } else { 100_000 },
             cache_dir,
             fresh: Cell::new(cli.fresh),
         }
@@ -176,6 +191,7 @@ fn run(cli: &Cli) -> anyhow::Result<Report> {
             }
             Section::Rss => runtime.block_on(rss::section(&switchboard, &plan, &mut report)),
             Section::Relay => runtime.block_on(relay::section(&switchboard, &plan, &mut report)),
+            Section::Irc => runtime.block_on(irc::section(&switchboard, &plan, &mut report)),
         };
         if let Err(e) = result {
             eprintln!("section {} failed: {e:#}", section.name());

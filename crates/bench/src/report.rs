@@ -30,7 +30,9 @@ pub enum Unit {
     Millis,
     Micros,
     CallsPerSec,
+    MessagesPerSec,
     Mebibytes,
+    Count,
 }
 
 impl Unit {
@@ -39,7 +41,9 @@ impl Unit {
             Unit::Millis => format!("{value:.2} ms"),
             Unit::Micros => format!("{value:.0} µs"),
             Unit::CallsPerSec => format!("{} calls/s", thousands(value)),
+            Unit::MessagesPerSec => format!("{} messages/s", thousands(value)),
             Unit::Mebibytes => format!("{value:.1} MiB"),
+            Unit::Count => thousands(value),
         }
     }
 }

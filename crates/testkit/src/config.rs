@@ -28,10 +28,12 @@ pub(crate) fn render(
     let nicklen = options.nicklen.unwrap_or(DEFAULT_NICKLEN).to_string();
     match kind {
         ServerKind::InspIRCd => {
-            let (threshold, commandrate) = if options.stock_flood {
-                ("10", "1000")
+            let (threshold, commandrate, hardsendq) = if options.stock_flood {
+                ("10", "1000", "8M")
+            } else if options.unthrottled {
+                ("1000000", "1000000000", "256M")
             } else {
-                ("1000", "100000")
+                ("1000", "100000", "8M")
             };
             let localmax = options.max_per_ip.unwrap_or(1000).to_string();
             let tls_module = tls.map(|t| {
@@ -60,6 +62,7 @@ pub(crate) fn render(
                     ("LOCALMAX", &localmax),
                     ("THRESHOLD", threshold),
                     ("COMMANDRATE", commandrate),
+                    ("HARDSENDQ", hardsendq),
                     ("MAXNICK", &nicklen),
                     (
                         "DEFAULTMODES",
@@ -206,6 +209,47 @@ mod tests {
         assert!(conf.contains(r#"globalmax="2""#));
         assert!(conf.contains(r#"defaultmodes="not""#));
         assert!(conf.contains(r#"maxnick="20""#));
+    }
+
+    #[test]
+    fn inspircd_unthrottled_lifts_flood_control_and_the_sendq_limit() {
+        assert!(
+            render(
+                ServerKind::InspIRCd,
+                &opts(),
+                4242,
+                Path::new("/tmp/x"),
+                None
+            )
+            .contains(r#"hardsendq="8M""#)
+        );
+        let unthrottled = ServerOptions {
+            unthrottled: true,
+            ..opts()
+        };
+        let conf = render(
+            ServerKind::InspIRCd,
+            &unthrottled,
+            4242,
+            Path::new("/tmp/x"),
+            None,
+        );
+        assert!(conf.contains(r#"threshold="1000000""#));
+        assert!(conf.contains(r#"commandrate="1000000000""#));
+        assert!(conf.contains(r#"hardsendq="256M""#));
+        let stock_wins = ServerOptions {
+            stock_flood: true,
+            ..unthrottled
+        };
+        let conf = render(
+            ServerKind::InspIRCd,
+            &stock_wins,
+            4242,
+            Path::new("/tmp/x"),
+            None,
+        );
+        assert!(conf.contains(r#"threshold="10""#));
+        assert!(conf.contains(r#"hardsendq="8M""#));
     }
 
     #[test]

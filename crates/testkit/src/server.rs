@@ -129,6 +129,19 @@ pub struct ServerOptions {
     /// Maximum nick length (InspIRCd `<limits maxnick>`, ngIRCd `MaxNickLength`). `None`
     /// means 31 on both; ngIRCd clamps anything above 31.
     pub nicklen: Option<u32>,
+    /// InspIRCd only, for load tests that push tens of thousands of lines a second through
+    /// single connections: flood control that never applies (`threshold="1000000"`,
+    /// `commandrate="1000000000"`; the relaxed default still allows only 100 commands/s
+    /// after a 1000-command burst) and `hardsendq="256M"`, so a client that reads slower
+    /// than the server sends is buffered rather than disconnected. ngIRCd needs nothing
+    /// more: `MaxPenaltyTime = 0` already turns its penalties off. `stock_flood` wins.
+    ///
+    /// Even so, InspIRCd reads a plain-text client at most 10 KiB (`netbuffersize`) per
+    /// event and comes back for a backlog only on the next turn of its event loop, which
+    /// waits up to a second for other events: a client that writes a large burst at once
+    /// is read at about 20 KB/s. To push lines fast, write blocks of under 10 KiB and wait
+    /// for the reply to a `PING` at the end of each.
+    pub unthrottled: bool,
 }
 
 impl Default for ServerOptions {
@@ -139,6 +152,7 @@ impl Default for ServerOptions {
             max_per_ip: None,
             history: true,
             nicklen: None,
+            unthrottled: false,
         }
     }
 }
@@ -212,6 +226,12 @@ impl IrcServer {
     /// The address the server listens on: always `"127.0.0.1"`.
     pub fn host(&self) -> &'static str {
         "127.0.0.1"
+    }
+
+    /// The server's process id, or `None` while it is not running (after
+    /// [`IrcServer::kill`] or [`IrcServer::stop`]). For measuring its CPU or memory.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
     }
 
     /// Which server this is.

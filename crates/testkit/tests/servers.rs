@@ -338,3 +338,27 @@ async fn inspircd_options_take_effect() {
 async fn ngircd_options_take_effect() {
     options_take_effect(ServerKind::NgIRCd).await;
 }
+
+/// `unthrottled` InspIRCd processes a burst far beyond the relaxed limit (1000 commands,
+/// then 100 a second) at once: 5000 PINGs are all answered within a few seconds. With the
+/// relaxed config the server stops reading after about 1000 and soon closes the link with
+/// `RecvQ exceeded`.
+#[tokio::test]
+async fn inspircd_unthrottled_answers_a_5000_command_burst() {
+    let options = ServerOptions {
+        unthrottled: true,
+        ..Default::default()
+    };
+    let server = IrcServer::start(ServerKind::InspIRCd, options).await;
+    assert!(server.pid().is_some());
+    let human = Human::connect(&server, "flooder").await;
+    for n in 0..5000 {
+        human.send_raw(&format!("PING :burst-{n}")).await;
+    }
+    human
+        .expect(
+            |l| l.command == "PONG" && l.trailing() == Some("burst-4999"),
+            WAIT,
+        )
+        .await;
+}
