@@ -1,10 +1,23 @@
 //! Newline-delimited JSON-RPC on a byte stream (MCP's stdio framing), read
-//! with a bound: shared by `serve --stdio` and `switchboard shim`.
+//! with a bound, and the error replies for lines that cannot be routed:
+//! shared by the shim and switchboard's own stdio and HTTP transports.
 
 use tokio::io::AsyncBufReadExt;
 
-use crate::transport::MAX_MESSAGE_BYTES;
+/// The largest JSON-RPC message accepted on any transport. Generous on
+/// purpose: an oversized tool argument should reach the tool and get its
+/// specific error ("text is 10485760 bytes; the limit is ..."), not a
+/// framing error.
+pub const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
 
+/// A JSON-RPC error object for a message that could not be routed, as one
+/// line of JSON. `id` is `null` when the request's id could not be read.
+pub fn error_json(id: serde_json::Value, code: i32, message: &str) -> String {
+    serde_json::json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+        .to_string()
+}
+
+/// What [`read_bounded_line`] found.
 pub enum Line {
     Complete,
     TooLong,
@@ -55,6 +68,7 @@ pub async fn read_bounded_line<R: AsyncBufReadExt + Unpin>(
     }
 }
 
+/// A line without its line ending and a leading UTF-8 byte-order mark.
 pub fn trim_line(line: &[u8]) -> &[u8] {
     let line = line.strip_suffix(b"\n").unwrap_or(line);
     let line = line.strip_suffix(b"\r").unwrap_or(line);

@@ -2,6 +2,12 @@
 //! `tools/list` and `tools/call` to a running application over its relay
 //! socket (see `docs/relay-protocol.md`).
 //!
+//! It is its own crate so that it can be its own small binary,
+//! `switchboard-shim`: one runs for every agent session, and without the
+//! daemon's toolsets and transports it starts faster and needs a fraction of
+//! the memory. `switchboard shim` runs that binary when it sits beside
+//! `switchboard`, and this crate in-process otherwise.
+//!
 //! The shim answers `initialize`, `ping`, `tools/list` and `tools/call`
 //! itself and never breaks the agent's session: every request gets exactly
 //! one reply, whatever the application does. When the application is away,
@@ -12,10 +18,12 @@
 //! agent session, so it must start in a few milliseconds and stay small, and
 //! its few methods are simpler to get exactly right directly.
 
+pub mod framing;
 mod upstream;
 
 use std::{
-    path::PathBuf,
+    fs::OpenOptions,
+    path::{Path, PathBuf},
     sync::{
         Arc,
         atomic::{AtomicBool, Ordering},
@@ -23,6 +31,7 @@ use std::{
     time::Duration,
 };
 
+use clap::Args;
 use serde_json::{Map, Value, json};
 use tokio::{
     io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader},
@@ -30,19 +39,56 @@ use tokio::{
 };
 use tokio_util::task::TaskTracker;
 
-use crate::{
-    cli::ShimArgs,
-    lines::{Line, read_bounded_line, trim_line},
-    transport::{MAX_MESSAGE_BYTES, error_json},
-};
-pub use upstream::Timeouts;
-use upstream::{CallFailure, Upstream};
+use crate::framing::{Line, MAX_MESSAGE_BYTES, error_json, read_bounded_line, trim_line};
+use upstream::{CallFailure, Timeouts, Upstream};
 
 /// Protocol revisions with an `initialize` handshake, oldest first.
 const VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
 
+/// The app id under which `switchboard serve` listens on its relay socket,
+/// and the shim's default.
+pub const DAEMON_APP_ID: &str = "switchboard";
+
+/// The shim's flags (`switchboard shim …` and `switchboard-shim …`).
+#[derive(Debug, Args)]
+pub struct ShimArgs {
+    /// The application's relay socket.
+    #[arg(long, value_name = "PATH", conflicts_with = "app_id")]
+    pub socket: Option<PathBuf>,
+    /// The application's id: its socket is $XDG_RUNTIME_DIR/switchboard/ID/relay.sock.
+    #[arg(long, value_name = "ID", default_value = DAEMON_APP_ID)]
+    pub app_id: String,
+    /// Write logs to FILE (nothing is logged otherwise).
+    #[arg(long, value_name = "FILE", env = "SWITCHBOARD_SHIM_LOG")]
+    pub log_file: Option<PathBuf>,
+    /// How long to wait for the application's socket to accept.
+    #[arg(
+        long,
+        value_name = "MS",
+        env = "SWITCHBOARD_SHIM_CONNECT_TIMEOUT_MS",
+        default_value_t = 1_000
+    )]
+    pub connect_timeout_ms: u64,
+    /// How long to wait for the application's tool list.
+    #[arg(
+        long,
+        value_name = "MS",
+        env = "SWITCHBOARD_SHIM_LIST_TIMEOUT_MS",
+        default_value_t = 3_000
+    )]
+    pub list_timeout_ms: u64,
+    /// How long to wait for a tool call (a tool may declare longer).
+    #[arg(
+        long,
+        value_name = "MS",
+        env = "SWITCHBOARD_SHIM_CALL_TIMEOUT_MS",
+        default_value_t = 15_000
+    )]
+    pub call_timeout_ms: u64,
+}
+
 /// Where the shim finds its application, and how long it waits for it.
-pub struct Target {
+struct Target {
     pub socket: PathBuf,
     pub cache_file: PathBuf,
     pub app_id: String,
@@ -51,7 +97,7 @@ pub struct Target {
 
 impl Target {
     /// Resolves `--socket`/`--app-id` (default: the switchboard daemon).
-    pub fn from_args(args: &ShimArgs) -> Self {
+    fn from_args(args: &ShimArgs) -> Self {
         let timeouts = Timeouts {
             connect: Duration::from_millis(args.connect_timeout_ms),
             list: Duration::from_millis(args.list_timeout_ms),
@@ -87,17 +133,67 @@ impl Target {
     }
 }
 
+/// Why the shim could not start. Nothing is written to stdout either way.
+#[derive(Debug, thiserror::Error)]
+pub enum ShimError {
+    #[error("cannot open the log file {path} (--log-file, SWITCHBOARD_SHIM_LOG): {source}")]
+    LogFile {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot start the async runtime: {0}")]
+    Runtime(#[source] std::io::Error),
+}
+
+impl ShimError {
+    /// 2 for a bad flag value, 1 for a failure of the machine.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            ShimError::LogFile { .. } => 2,
+            ShimError::Runtime(_) => 1,
+        }
+    }
+}
+
 /// Runs the shim on stdin/stdout until stdin closes.
-pub fn run(target: Target) -> anyhow::Result<()> {
+pub fn run(args: &ShimArgs) -> Result<(), ShimError> {
+    if let Some(file) = &args.log_file {
+        log_to(file)?;
+    }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
-        .build()?;
-    runtime.block_on(serve(target, tokio::io::stdin(), tokio::io::stdout()));
+        .build()
+        .map_err(ShimError::Runtime)?;
+    runtime.block_on(serve(
+        Target::from_args(args),
+        tokio::io::stdin(),
+        tokio::io::stdout(),
+    ));
+    Ok(())
+}
+
+/// Logs (info and up) to `path`, appending; the shim logs nowhere else.
+fn log_to(path: &Path) -> Result<(), ShimError> {
+    let file = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|source| ShimError::LogFile {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::INFO)
+        .with_target(false)
+        .with_ansi(false)
+        .with_writer(std::sync::Mutex::new(file))
+        .init();
     Ok(())
 }
 
 /// Serves one MCP client on `input`/`output`.
-pub async fn serve<R, W>(target: Target, input: R, output: W)
+async fn serve<R, W>(target: Target, input: R, output: W)
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,

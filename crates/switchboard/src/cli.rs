@@ -23,7 +23,7 @@ pub enum Command {
     /// Serve MCP: Streamable HTTP at /mcp and legacy SSE at /sse (default), or stdio.
     Serve(ServeArgs),
     /// The stdio MCP server an agent CLI spawns: relays tools of a running app.
-    Shim(ShimArgs),
+    Shim(switchboard_shim::ShimArgs),
     /// Print a channel's recent messages, then follow it live.
     Tail(TailArgs),
     /// Post a message to a channel.
@@ -84,45 +84,7 @@ pub fn daemon_socket(socket: &Option<PathBuf>) -> PathBuf {
     })
 }
 
-#[derive(Debug, Args)]
-pub struct ShimArgs {
-    /// The application's relay socket.
-    #[arg(long, value_name = "PATH", conflicts_with = "app_id")]
-    pub socket: Option<PathBuf>,
-    /// The application's id: its socket is $XDG_RUNTIME_DIR/switchboard/ID/relay.sock.
-    #[arg(long, value_name = "ID", default_value = DAEMON_APP_ID)]
-    pub app_id: String,
-    /// Write logs to FILE (nothing is logged otherwise).
-    #[arg(long, value_name = "FILE", env = "SWITCHBOARD_SHIM_LOG")]
-    pub log_file: Option<PathBuf>,
-    /// How long to wait for the application's socket to accept.
-    #[arg(
-        long,
-        value_name = "MS",
-        env = "SWITCHBOARD_SHIM_CONNECT_TIMEOUT_MS",
-        default_value_t = 1_000
-    )]
-    pub connect_timeout_ms: u64,
-    /// How long to wait for the application's tool list.
-    #[arg(
-        long,
-        value_name = "MS",
-        env = "SWITCHBOARD_SHIM_LIST_TIMEOUT_MS",
-        default_value_t = 3_000
-    )]
-    pub list_timeout_ms: u64,
-    /// How long to wait for a tool call (a tool may declare longer).
-    #[arg(
-        long,
-        value_name = "MS",
-        env = "SWITCHBOARD_SHIM_CALL_TIMEOUT_MS",
-        default_value_t = 15_000
-    )]
-    pub call_timeout_ms: u64,
-}
-
-/// The app id under which `switchboard serve` listens on its relay socket.
-pub const DAEMON_APP_ID: &str = "switchboard";
+pub use switchboard_shim::DAEMON_APP_ID;
 
 #[derive(Debug, Default, Args)]
 pub struct ServeArgs {

@@ -6,7 +6,7 @@
 //! - [`mcp`] — the MCP server handler over the tool registry.
 //! - [`profiles`] — the embedded profiles (`--profile NAME`).
 //! - [`transport`] — stdio, Streamable HTTP, legacy SSE.
-//! - [`shim`] — `switchboard shim`, the stdio MCP relay to an app's socket.
+//! - `switchboard shim` is the `switchboard-shim` crate (and binary).
 //! - [`terminal`] — `switchboard tail` and `say`, for a human at a terminal.
 //!
 //! Exit status: 0 after a clean shutdown, 2 for bad configuration or usage,
@@ -14,12 +14,10 @@
 
 mod cli;
 mod config;
-mod lines;
 mod logging;
 mod mcp;
 mod profiles;
 mod serve;
-mod shim;
 mod terminal;
 mod transport;
 
@@ -76,7 +74,28 @@ fn current_thread(
         .block_on(task)
 }
 
+/// `switchboard shim …` becomes the `switchboard-shim` binary beside this
+/// one when there is one, as `git foo` runs `git-foo`: the shim runs for
+/// every agent session, and the small binary starts faster and needs about
+/// half the memory. Without it (or if exec fails) the shim runs in-process.
+fn become_small_shim() {
+    use std::os::unix::process::CommandExt;
+    let mut args = std::env::args_os().skip(1);
+    if args.next().is_none_or(|command| command != "shim") {
+        return;
+    }
+    let Ok(exe) = std::env::current_exe() else {
+        return;
+    };
+    let small = exe.with_file_name("switchboard-shim");
+    if small.is_file() {
+        // exec returns only on failure, and then the shim runs in-process.
+        let _ = std::process::Command::new(&small).args(args).exec();
+    }
+}
+
 fn main() -> ExitCode {
+    become_small_shim();
     let cli = cli::Cli::parse();
     let env = |name: &str| std::env::var(name).ok();
     let result = match cli.command {
@@ -84,15 +103,13 @@ fn main() -> ExitCode {
             Ok(config) => serve::run(config),
             Err(e) => Err(e.into()),
         },
-        Command::Shim(args) => {
-            if let Some(file) = &args.log_file
-                && let Err(e) = logging::init("info", Some(file))
-            {
-                eprintln!("switchboard shim: {e:#}");
-                return ExitCode::from(2);
+        Command::Shim(args) => match switchboard_shim::run(&args) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                eprintln!("switchboard shim: {e}");
+                return ExitCode::from(e.exit_code());
             }
-            shim::run(shim::Target::from_args(&args))
-        }
+        },
         Command::Tail(args) => current_thread(terminal::tail(
             cli::daemon_socket(&args.socket),
             args.channel,

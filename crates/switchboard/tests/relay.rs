@@ -1633,11 +1633,12 @@ async fn the_example_terminal_app_is_relayed() {
         shim.call_ok("notify_user", json!({"text": "done"})).await,
         "the user was notified"
     );
-    // It printed who called: the shim, then this test.
+    // It printed who called: the shim, then this test. `switchboard shim`
+    // became the small `switchboard-shim` binary (a name cut to 15 bytes).
     let printed = out.lock().unwrap().clone();
     assert!(
         printed.contains(&format!(
-            "pid {} (switchboard) ← {} (",
+            "pid {} (switchboard-shi) ← {} (",
             shim.pid(),
             std::process::id()
         )),

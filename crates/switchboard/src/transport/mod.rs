@@ -29,17 +29,7 @@ use tokio_util::sync::{CancellationToken, PollSender};
 
 use crate::mcp::McpServer;
 
-/// Largest JSON-RPC message accepted on any transport. Generous on purpose:
-/// an oversized tool argument should reach the tool and get its specific
-/// error ("text is 10485760 bytes; the limit is ..."), not a framing error.
-pub const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
-
-/// A JSON-RPC error object for a message the server could not route, as one
-/// line of JSON. `id` is `null` when the request's id could not be read.
-pub fn error_json(id: serde_json::Value, code: i32, message: &str) -> String {
-    serde_json::json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
-        .to_string()
-}
+pub use switchboard_shim::framing::{MAX_MESSAGE_BYTES, error_json};
 
 /// An HTTP response carrying [`error_json`] with no id.
 pub fn error_response(

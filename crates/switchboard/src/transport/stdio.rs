@@ -34,8 +34,8 @@ use tokio::{
 use tokio_util::sync::CancellationToken;
 
 use super::{DirectCall, MAX_MESSAGE_BYTES, error_json, serve_channels};
-use crate::lines::{Line, read_bounded_line, trim_line};
 use crate::mcp::McpServer;
+use switchboard_shim::framing::{Line, read_bounded_line, trim_line};
 
 /// Serves `server` on the given byte streams until the client closes its
 /// end, the writer fails, or `shutdown` fires.

@@ -1,0 +1,30 @@
+//! `switchboard-shim`: the shim alone, the process `switchboard shim`
+//! becomes. It links only the shim (no toolsets, no HTTP, no SQLite), so
+//! the one an agent session keeps running starts fast and stays small.
+//! Same flags as `switchboard shim`; see the `switchboard-shim` crate.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "switchboard-shim",
+    version,
+    about = "The stdio MCP server an agent CLI spawns: relays tools of a running app"
+)]
+struct Cli {
+    #[command(flatten)]
+    args: switchboard_shim::ShimArgs,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match switchboard_shim::run(&cli.args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("switchboard-shim: {e}");
+            ExitCode::from(e.exit_code())
+        }
+    }
+}
