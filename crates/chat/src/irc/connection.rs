@@ -434,7 +434,7 @@ impl Actor {
         let mut session = Session {
             reader: BufReader::with_capacity(16 * 1024, reader),
             writer,
-            buf: Vec::with_capacity(1024),
+            buf: wire::LineBuffer::default(),
             bucket: Bucket::new(endpoint.flood),
             queue: VecDeque::new(),
             nick: self.identity.nick.clone(),
@@ -670,7 +670,7 @@ struct Barrier {
 struct Session {
     reader: BufReader<ReadHalf<Box<dyn Stream>>>,
     writer: WriteHalf<Box<dyn Stream>>,
-    buf: Vec<u8>,
+    buf: wire::LineBuffer,
     bucket: Bucket,
     /// Lines to write, paced by the bucket; PONGs jump the queue.
     queue: VecDeque<String>,

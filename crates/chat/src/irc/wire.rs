@@ -23,22 +23,45 @@ pub enum Incoming {
     Eof,
 }
 
-/// Reads the next line into a fresh `String` (without CR/LF), bounded.
+/// A line being read: what arrived of it so far.
+///
+/// It lives outside [`read_line`] so that reading is cancel-safe: the
+/// connection reads inside `select!`, and a read dropped halfway through a
+/// line (another branch won) must leave the part already consumed from the
+/// socket here for the next call, not lose it.
+#[derive(Debug, Default)]
+pub struct LineBuffer {
+    bytes: Vec<u8>,
+    too_long: bool,
+}
+
+impl LineBuffer {
+    /// Takes the finished line and starts a new one.
+    fn finish(&mut self) -> Incoming {
+        let line = if self.too_long {
+            Incoming::TooLong
+        } else {
+            Incoming::Line(decode(&self.bytes))
+        };
+        self.bytes.clear();
+        self.too_long = false;
+        line
+    }
+}
+
+/// Reads the next line (without CR/LF), bounded. Cancel-safe: see
+/// [`LineBuffer`].
 pub async fn read_line<R: AsyncBufRead + Unpin>(
     reader: &mut R,
-    buf: &mut Vec<u8>,
+    line: &mut LineBuffer,
 ) -> std::io::Result<Incoming> {
-    buf.clear();
-    let mut too_long = false;
     loop {
         let available = reader.fill_buf().await?;
         if available.is_empty() {
-            return Ok(if buf.is_empty() && !too_long {
+            return Ok(if line.bytes.is_empty() && !line.too_long {
                 Incoming::Eof
-            } else if too_long {
-                Incoming::TooLong
             } else {
-                Incoming::Line(decode(buf))
+                line.finish()
             });
         }
         let (chunk, done) = match available.iter().position(|&b| b == b'\n') {
@@ -46,21 +69,17 @@ pub async fn read_line<R: AsyncBufRead + Unpin>(
             None => (available, false),
         };
         let used = chunk.len();
-        if !too_long {
-            if buf.len() + used > MAX_LINE + 2 {
-                too_long = true;
-                buf.clear();
+        if !line.too_long {
+            if line.bytes.len() + used > MAX_LINE + 2 {
+                line.too_long = true;
+                line.bytes.clear();
             } else {
-                buf.extend_from_slice(chunk);
+                line.bytes.extend_from_slice(chunk);
             }
         }
         reader.consume(used);
         if done {
-            return Ok(if too_long {
-                Incoming::TooLong
-            } else {
-                Incoming::Line(decode(buf))
-            });
+            return Ok(line.finish());
         }
     }
 }
@@ -143,7 +162,7 @@ mod tests {
 
     async fn lines(input: &[u8]) -> Vec<Incoming> {
         let mut reader = tokio::io::BufReader::new(input);
-        let mut buf = Vec::new();
+        let mut buf = LineBuffer::default();
         let mut out = Vec::new();
         loop {
             let line = read_line(&mut reader, &mut buf).await.unwrap();
@@ -153,6 +172,26 @@ mod tests {
                 return out;
             }
         }
+    }
+
+    #[tokio::test]
+    async fn a_read_dropped_mid_line_loses_nothing() {
+        use tokio::io::AsyncWriteExt;
+        let (mut server, client) = tokio::io::duplex(64);
+        let mut reader = tokio::io::BufReader::new(client);
+        let mut line = LineBuffer::default();
+        server.write_all(b"PRIVMSG #a :he").await.unwrap();
+        let dropped = tokio::time::timeout(
+            std::time::Duration::from_millis(20),
+            read_line(&mut reader, &mut line),
+        )
+        .await;
+        assert!(dropped.is_err(), "the line is not complete yet");
+        server.write_all(b"llo\r\n").await.unwrap();
+        assert_eq!(
+            read_line(&mut reader, &mut line).await.unwrap(),
+            Incoming::Line("PRIVMSG #a :hello".into())
+        );
     }
 
     #[tokio::test]
