@@ -19,6 +19,7 @@
 //! its few methods are simpler to get exactly right directly.
 
 pub mod framing;
+pub mod stdio;
 mod upstream;
 
 use std::{
@@ -165,11 +166,9 @@ pub fn run(args: &ShimArgs) -> Result<(), ShimError> {
         .enable_all()
         .build()
         .map_err(ShimError::Runtime)?;
-    runtime.block_on(serve(
-        Target::from_args(args),
-        tokio::io::stdin(),
-        tokio::io::stdout(),
-    ));
+    // The streams register with the runtime's reactor: made inside it.
+    runtime
+        .block_on(async { serve(Target::from_args(args), stdio::stdin(), stdio::stdout()).await });
     Ok(())
 }
 

@@ -159,8 +159,8 @@ async fn serve(
         tasks.spawn(async move {
             stdio::serve(
                 server,
-                tokio::io::stdin(),
-                tokio::io::stdout(),
+                switchboard_shim::stdio::stdin(),
+                switchboard_shim::stdio::stdout(),
                 stop.clone(),
             )
             .await;

@@ -389,3 +389,59 @@ async fn malformed_lines_get_json_rpc_errors_and_stdout_stays_pure() {
     assert_eq!(by_id(json!(8))["error"]["code"], -32601);
     assert_eq!(by_id(json!(9))["result"]["isError"], false);
 }
+
+/// Node-based hosts connect a server's stdin and stdout to one socket pair,
+/// not pipes; a regular file works too.
+#[tokio::test]
+async fn stdio_over_a_socket_pair_and_from_a_file() {
+    let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+    let theirs = std::os::fd::OwnedFd::from(theirs);
+    let mut child = command(&["--stdio", "--ephemeral"])
+        .stdin(Stdio::from(theirs.try_clone().unwrap()))
+        .stdout(Stdio::from(theirs))
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    ours.set_nonblocking(true).unwrap();
+    let ours = tokio::net::UnixStream::from_std(ours).unwrap();
+    let (read, mut write) = ours.into_split();
+    let mut lines = BufReader::new(read).lines();
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+    let call = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"send_message","arguments":{"channel":"a","text":"hi","sender":"bob"}}}"#;
+    write
+        .write_all(format!("{init}\n{call}\n").as_bytes())
+        .await
+        .unwrap();
+    let mut replies = Vec::new();
+    while replies.len() < 2 {
+        let line = tokio::time::timeout(Duration::from_secs(10), lines.next_line())
+            .await
+            .expect("a reply in time")
+            .unwrap()
+            .expect("a reply line");
+        replies.push(serde_json::from_str::<Value>(&line).unwrap());
+    }
+    assert_eq!(replies[0]["result"]["protocolVersion"], "2025-06-18");
+    assert_eq!(
+        replies[1]["result"]["content"][0]["text"],
+        "Sent to #a as bob"
+    );
+    drop(write);
+    let status = tokio::time::timeout(Duration::from_secs(10), child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(status.success());
+
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.jsonl");
+    std::fs::write(&input, format!("{init}\n")).unwrap();
+    let output = command(&["--stdio", "--ephemeral"])
+        .stdin(std::fs::File::open(&input).unwrap())
+        .stderr(Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    let reply: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(reply["id"], json!(1));
+}
