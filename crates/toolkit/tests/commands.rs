@@ -22,6 +22,10 @@ case "$1" in
     echo $! > "$here/grandchild.pid"
     echo "started"
     sleep 60 ;;
+  service)
+    sleep 30 &
+    echo $! > "$here/service.pid"
+    echo "service started" ;;
   daemon)
     sleep 30 > /dev/null 2>&1 &
     echo $! > "$here/daemon.pid"
@@ -62,7 +66,7 @@ description = "Runs the fake."
 argv = ["{behaviour}", { each = "args" }]
 [actions.input_schema]
 required = ["behaviour"]
-properties.behaviour = { enum = ["echo", "tree", "daemon", "prompt", "ttyprompt", "flood", "env", "exit", "signal"] }
+properties.behaviour = { enum = ["echo", "tree", "service", "daemon", "prompt", "ttyprompt", "flood", "env", "exit", "signal"] }
 properties.args = { type = "array", items = { type = "string" } }
 
 [[actions]]
@@ -172,6 +176,25 @@ async fn a_timeout_kills_the_whole_process_group_and_leaves_no_orphan() {
         wait_gone(grandchild, Duration::from_secs(3)),
         "grandchild {grandchild} survived"
     );
+}
+
+#[tokio::test]
+async fn a_program_that_exits_leaving_a_service_holding_its_output_returns() {
+    let f = fake();
+    let start = Instant::now();
+    let out = f.run("service", &[]).await;
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "it waited for the service"
+    );
+    assert!(out.text.contains("service started"), "{}", out.text);
+    assert!(out.text.contains("left running"), "{}", out.text);
+    assert_eq!(out.structured["exit_code"], json!(0));
+    assert_eq!(out.structured["left_running"], json!(true));
+    let service = f.pid("service.pid");
+    assert!(!gone(service), "the service was killed");
+    // SAFETY: kill(2) with a pid this test's fake started.
+    unsafe { libc::kill(service, libc::SIGKILL) };
 }
 
 #[tokio::test]

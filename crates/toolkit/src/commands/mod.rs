@@ -534,6 +534,7 @@ impl Report<'_> {
             structured["signal"] = signal.into();
             structured["output"] = finished.output.clone().into();
             structured["truncated_bytes"] = finished.dropped.into();
+            structured["left_running"] = finished.left_running.into();
         }
         ToolOutput::new(text, structured)
     }
@@ -548,13 +549,19 @@ fn ending_text(ending: Ending) -> String {
     }
 }
 
-/// The captured output, with a note in front when its start was dropped.
+/// The captured output, with a note in front when its start was dropped
+/// and one after when processes it started kept running.
 fn output_block(finished: &Finished) -> String {
-    let body = if finished.output.trim().is_empty() {
+    let mut body = if finished.output.trim().is_empty() {
         "(no output)".to_owned()
     } else {
         finished.output.trim_end().to_owned()
     };
+    if finished.left_running {
+        body.push_str(
+            "\n[processes it started still held its output when it exited; they were left running, and what they print later is not shown]",
+        );
+    }
     if finished.dropped == 0 {
         body
     } else {
@@ -964,7 +971,8 @@ fn run_output_schema() -> Arc<JsonObject> {
             "exit_code": {"type": ["integer", "null"]},
             "signal": {"type": ["integer", "null"]},
             "output": {"type": "string"},
-            "truncated_bytes": {"type": "integer"}
+            "truncated_bytes": {"type": "integer"},
+            "left_running": {"type": "boolean"}
         },
         "required": ["mode", "ran", "command"]
     });

@@ -39,6 +39,12 @@ const DRAIN_AFTER_KILL: Duration = Duration::from_millis(500);
 /// The longest pause between checks for the leader's exit.
 const MAX_POLL: Duration = Duration::from_millis(50);
 
+/// How long output is still read after the program exited. A program that
+/// starts background services (`imq ctl start`) exits while they keep its
+/// stdout open; they are meant to outlive it, so it is not made to wait for
+/// them, and they are left running.
+const AFTER_EXIT: Duration = Duration::from_millis(500);
+
 /// One command to run.
 pub(crate) struct Invocation<'a> {
     /// An absolute path (see [`find_program`]).
@@ -74,6 +80,8 @@ pub(crate) struct Finished {
     pub(crate) output: String,
     /// Bytes of output dropped from the start.
     pub(crate) dropped: u64,
+    /// It exited, but processes it started still held its output open.
+    pub(crate) left_running: bool,
 }
 
 /// Runs `inv` to the end. Fails only when the program cannot be started.
@@ -111,16 +119,19 @@ pub(crate) async fn run(inv: Invocation<'_>) -> io::Result<Finished> {
         stdout: child.stdout.take(),
         stderr: child.stderr.take(),
         tail: Tail::new(inv.max_output),
+        left_running: false,
     };
 
-    let finished = pipes.pump(pid, Instant::now() + inv.timeout).await;
+    let finished = pipes.pump(pid, Instant::now() + inv.timeout, true).await;
     if !finished {
         group.signal(libc::SIGTERM);
-        pipes.pump(pid, Instant::now() + inv.grace).await;
+        pipes.pump(pid, Instant::now() + inv.grace, false).await;
         // Always, even if the leader is gone: a member may ignore SIGTERM.
         // The leader is not reaped yet, so the group id is still ours.
         group.signal(libc::SIGKILL);
-        pipes.pump(pid, Instant::now() + DRAIN_AFTER_KILL).await;
+        pipes
+            .pump(pid, Instant::now() + DRAIN_AFTER_KILL, false)
+            .await;
     }
     group.disarm();
     let status = child.wait().await?;
@@ -136,6 +147,7 @@ pub(crate) async fn run(inv: Invocation<'_>) -> io::Result<Finished> {
         ending,
         output,
         dropped,
+        left_running: pipes.left_running,
     })
 }
 
@@ -218,13 +230,17 @@ struct Pipes {
     stdout: Option<tokio::process::ChildStdout>,
     stderr: Option<tokio::process::ChildStderr>,
     tail: Tail,
+    left_running: bool,
 }
 
 impl Pipes {
     /// Reads output until the leader has exited and both pipes are closed
-    /// (`true`), or until `deadline` (`false`).
-    async fn pump(&mut self, pid: libc::pid_t, deadline: Instant) -> bool {
+    /// (`true`), or until `deadline` (`false`). With `let_run`, it stops
+    /// reading [`AFTER_EXIT`] after the leader exited (`true`), leaving
+    /// whatever still holds the pipes running.
+    async fn pump(&mut self, pid: libc::pid_t, deadline: Instant, let_run: bool) -> bool {
         let mut exited = leader_exited(pid);
+        let mut exited_at = (exited && let_run).then(Instant::now);
         let mut poll = Duration::from_millis(2);
         let mut out_buf = [0u8; 8192];
         let mut err_buf = [0u8; 8192];
@@ -232,11 +248,20 @@ impl Pipes {
             if exited && self.stdout.is_none() && self.stderr.is_none() {
                 return true;
             }
+            let stop_reading = exited_at.map_or(deadline, |at| (at + AFTER_EXIT).min(deadline));
             let event = tokio::select! {
                 r = read_some(&mut self.stdout, &mut out_buf) => Event::Stdout(r),
                 r = read_some(&mut self.stderr, &mut err_buf) => Event::Stderr(r),
                 () = tokio::time::sleep(poll), if !exited => Event::Poll,
-                () = tokio::time::sleep_until(deadline) => return false,
+                () = tokio::time::sleep_until(stop_reading) => {
+                    if exited_at.is_none() {
+                        return false;
+                    }
+                    self.left_running = true;
+                    self.stdout = None;
+                    self.stderr = None;
+                    return true;
+                }
             };
             match event {
                 Event::Stdout(Ok(n)) if n > 0 => self.tail.push(&out_buf[..n]),
@@ -245,6 +270,9 @@ impl Pipes {
                 Event::Stderr(_) => self.stderr = None,
                 Event::Poll => {
                     exited = leader_exited(pid);
+                    if exited && let_run {
+                        exited_at = Some(Instant::now());
+                    }
                     poll = (poll * 2).min(MAX_POLL);
                 }
             }
