@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     cli::DAEMON_APP_ID,
-    config::{Backend, Config},
+    config::{Backend, Config, ConfigError},
     logging,
     mcp::{CHAT_INSTRUCTIONS, Drain, McpServer},
     transport::{guard::Guard, http, relay::RegistryHandler, stdio},
@@ -91,7 +91,14 @@ fn registry(
     if !toolkit.prompts.is_empty() {
         prompts.push(Arc::new(PromptTools::new(&toolkit.prompts)?));
     }
-    Ok(Registry::with_sources(sets, resources, prompts)?)
+    // Tool names come from the config, so a clash is a config error (exit 2).
+    Registry::with_sources(sets, resources, prompts).map_err(|e| {
+        ConfigError::Invalid {
+            key: "tools".into(),
+            problem: e.to_string(),
+        }
+        .into()
+    })
 }
 
 async fn serve(

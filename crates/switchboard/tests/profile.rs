@@ -334,7 +334,13 @@ async fn profile_errors_exit_2_naming_the_problem() {
     std::fs::write(&bad_key, "[docs]\npage_size = 5\n").unwrap();
     let bad_value = dir.path().join("bad_value.toml");
     std::fs::write(&bad_value, "[commands]\ntimeout_s = -1\n").unwrap();
-    let cases: [(Vec<&str>, &str); 3] = [
+    let clash = dir.path().join("clash.toml");
+    std::fs::write(
+        &clash,
+        "[[catalog]]\ntool = \"search_docs\"\ndescription = \"x\"\n[[catalog.entries]]\nname = \"a\"\nsummary = \"b\"\ninstall = \"c\"\n",
+    )
+    .unwrap();
+    let cases: [(Vec<&str>, &str); 4] = [
         (vec!["--profile", "rails"], "imqueue"),
         (
             vec![
@@ -353,6 +359,10 @@ async fn profile_errors_exit_2_naming_the_problem() {
                 bad_value.to_str().unwrap(),
             ],
             "commands.timeout_s",
+        ),
+        (
+            vec!["--profile", "imqueue", "--config", clash.to_str().unwrap()],
+            "tool `search_docs` is offered by both",
         ),
     ];
     for (args, expected) in cases {
