@@ -63,6 +63,15 @@ impl Data<'_> {
     }
 }
 
+/// How a shim is started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShimStart {
+    /// `switchboard-shim …`, the small binary `switchboard mcp-config` names.
+    Binary,
+    /// `switchboard shim …`, which execs the small binary.
+    Subcommand,
+}
+
 /// The binary under test.
 #[derive(Debug, Clone)]
 pub struct Switchboard {
@@ -72,7 +81,11 @@ pub struct Switchboard {
 impl Switchboard {
     /// `switchboard ARGS…` with a clean environment.
     fn isolated(&self, args: &[&str]) -> std::process::Command {
-        let mut cmd = std::process::Command::new(&self.path);
+        self.isolated_program(&self.path, args)
+    }
+
+    fn isolated_program(&self, program: &Path, args: &[&str]) -> std::process::Command {
+        let mut cmd = std::process::Command::new(program);
         cmd.args(args);
         for var in ISOLATED_ENV {
             cmd.env_remove(var);
@@ -88,10 +101,16 @@ impl Switchboard {
         cmd
     }
 
-    /// `switchboard shim --socket SOCKET` with a clean environment (the
-    /// shim's defaults: no log, 1 s connect, 15 s call timeouts).
-    pub fn shim_command(&self, socket: &Path) -> std::process::Command {
-        let mut cmd = self.isolated(&["shim", "--socket"]);
+    /// The shim started `how`, with `--socket SOCKET` and a clean
+    /// environment (the shim's defaults: no log, 1 s connect, 15 s call
+    /// timeouts).
+    pub fn shim_command(&self, socket: &Path, how: ShimStart) -> std::process::Command {
+        let mut cmd = match how {
+            ShimStart::Binary => {
+                self.isolated_program(&self.path.with_file_name("switchboard-shim"), &["--socket"])
+            }
+            ShimStart::Subcommand => self.isolated(&["shim", "--socket"]),
+        };
         cmd.arg(socket);
         cmd
     }
@@ -104,9 +123,10 @@ impl Switchboard {
         Ok(server)
     }
 
-    /// Starts `shim --socket SOCKET`, with stdin and stdout piped for a client.
+    /// Starts `switchboard-shim --socket SOCKET`, with stdin and stdout
+    /// piped for a client.
     pub fn start_shim(&self, socket: &Path) -> anyhow::Result<Server> {
-        let mut cmd = tokio::process::Command::from(self.shim_command(socket));
+        let mut cmd = tokio::process::Command::from(self.shim_command(socket, ShimStart::Binary));
         cmd.stdin(Stdio::piped()).stdout(Stdio::piped());
         let (server, _) = Server::spawn(cmd, None)?;
         Ok(server)

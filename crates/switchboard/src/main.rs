@@ -46,7 +46,14 @@ fn write_mcp_config(args: &cli::McpConfigArgs) -> anyhow::Result<()> {
         config = config.with_server_name(name);
     }
     if let Ok(exe) = std::env::current_exe() {
-        config = config.with_command(exe);
+        let small = exe.with_file_name("switchboard-shim");
+        config = if small.is_file() && config.args.first().is_some_and(|a| a == "shim") {
+            // The small binary itself: an agent start skips exec'ing this one.
+            config.args.remove(0);
+            config.with_command(small)
+        } else {
+            config.with_command(exe)
+        };
     }
     let out = args
         .out

@@ -1878,3 +1878,56 @@ async fn a_declared_timeout_applies_to_a_call_before_any_list() {
     assert_eq!(stderr, "");
     assert!(daemon.stop().await.success());
 }
+
+/// `switchboard mcp-config` writes the mcpServers file an agent CLI takes,
+/// naming the small shim binary; what it names answers for the daemon.
+#[tokio::test]
+async fn mcp_config_names_a_shim_that_reaches_the_daemon() {
+    let runtime = runtime_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("relay.sock");
+    let daemon = Daemon::start(&socket, runtime.path(), &[]).await;
+    let out = dir.path().join("mcp.json");
+    let status = switchboard(
+        &[
+            "mcp-config",
+            "--socket",
+            socket.to_str().unwrap(),
+            "--name",
+            "chat",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        runtime.path(),
+    )
+    .status()
+    .await
+    .unwrap();
+    assert!(status.success());
+    let config: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let server = &config["mcpServers"]["chat"];
+    let command = server["command"].as_str().unwrap();
+    assert!(command.ends_with("/switchboard-shim"), "{config}");
+    let args: Vec<&str> = server["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert_eq!(args, ["--socket", socket.to_str().unwrap()]);
+
+    let mut cmd = tokio::process::Command::new(command);
+    cmd.args(&args).kill_on_drop(true);
+    let transport = TokioChildProcess::new(cmd).expect("spawn the configured shim");
+    let client = ClientConfig::new(
+        ClientCapabilities::default(),
+        Implementation::new("relay-tests", "0"),
+    )
+    .serve(transport)
+    .await
+    .expect("MCP over the configured shim");
+    let tools = client.list_all_tools().await.unwrap();
+    assert!(tools.iter().any(|t| t.name == "send_message"));
+    drop(client);
+    daemon.stop().await;
+}
