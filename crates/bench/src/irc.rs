@@ -392,23 +392,12 @@ async fn agent_nicks(
             all_sent.as_secs_f64()
         )),
     );
-    report.rows.push(
-        Row::new(
-            format!("RSS of serve --stdio on IRC with {NICKS} agent nicks connected"),
-            mib(memory.rss_kib),
-            Unit::Mebibytes,
-            Target::AtMost(60.0),
-        )
-        .detail(format!(
-            "peak {}",
-            Unit::Mebibytes.show(mib(memory.peak_kib))
-        )),
-    );
+    report.rows.push(Row::memory(
+        format!("RSS of serve --stdio on IRC with {NICKS} agent nicks connected"),
+        memory,
+        60.0,
+    ));
     Ok(())
-}
-
-fn mib(kib: u64) -> f64 {
-    kib as f64 / 1024.0
 }
 
 /// One `send_message`; a tool error is an error.

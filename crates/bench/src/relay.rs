@@ -165,18 +165,11 @@ pub async fn section(
 
     for (route, label) in [(&shim, "to the daemon"), (&echo_shim, "to the echo app")] {
         let memory = Memory::of(route.pid()?)?;
-        report.rows.push(
-            Row::new(
-                format!("RSS of shim {label}, after its {calls} timed calls"),
-                memory.rss_kib as f64 / 1024.0,
-                Unit::Mebibytes,
-                Target::AtMost(RSS_TARGET_MIB),
-            )
-            .detail(format!(
-                "peak {}",
-                Unit::Mebibytes.show(memory.peak_kib as f64 / 1024.0)
-            )),
-        );
+        report.rows.push(Row::memory(
+            format!("RSS of shim {label}, after its {calls} timed calls"),
+            memory,
+            RSS_TARGET_MIB,
+        ));
     }
 
     for route in [stdio, shim, direct, echo_shim] {

@@ -2,6 +2,8 @@
 
 use std::{fmt::Write, time::Duration};
 
+use crate::sys::Memory;
+
 /// Percentile `q` (0–100) of `samples` by the nearest-rank method.
 pub fn percentile(samples: &[f64], q: f64) -> f64 {
     assert!(!samples.is_empty(), "no samples");
@@ -90,6 +92,21 @@ impl Row {
             target,
             detail: String::new(),
         }
+    }
+
+    /// Resident memory now against `max_mib`, with the peak as detail.
+    pub fn memory(metric: impl Into<String>, memory: Memory, max_mib: f64) -> Self {
+        let mib = |kib: u64| kib as f64 / 1024.0;
+        Row::new(
+            metric,
+            mib(memory.rss_kib),
+            Unit::Mebibytes,
+            Target::AtMost(max_mib),
+        )
+        .detail(format!(
+            "peak {}",
+            Unit::Mebibytes.show(mib(memory.peak_kib))
+        ))
     }
 
     pub fn detail(mut self, detail: impl Into<String>) -> Self {

@@ -9,7 +9,7 @@ use anyhow::Context;
 
 use crate::{
     Plan, big_history,
-    report::{Report, Row, Target, Unit, thousands},
+    report::{Report, Row, thousands},
     server::{Data, Switchboard},
     sys::Memory,
     workload,
@@ -17,10 +17,6 @@ use crate::{
 
 /// How long the server may settle after start before the idle reading.
 const SETTLE: Duration = Duration::from_millis(500);
-
-fn mib(kib: u64) -> f64 {
-    kib as f64 / 1024.0
-}
 
 pub async fn section(
     switchboard: &Switchboard,
@@ -33,11 +29,10 @@ pub async fn section(
     tokio::time::sleep(SETTLE).await;
     let idle = Memory::of(server.pid()?)?;
     server.stop().await?;
-    report.rows.push(Row::new(
+    report.rows.push(Row::memory(
         "RSS of serve --http --data-dir, idle after start",
-        mib(idle.rss_kib),
-        Unit::Mebibytes,
-        Target::AtMost(20.0),
+        idle,
+        20.0,
     ));
 
     let cached = big_history::filled(plan, report).await?;
@@ -67,20 +62,13 @@ pub async fn section(
         outcome.rounds(),
         outcome.cpu()
     ));
-    report.rows.push(
-        Row::new(
-            format!(
-                "RSS of serve --http after the chat workload, {} message history",
-                thousands(plan.messages as f64)
-            ),
-            mib(loaded.rss_kib),
-            Unit::Mebibytes,
-            Target::AtMost(40.0),
-        )
-        .detail(format!(
-            "peak {}",
-            Unit::Mebibytes.show(mib(loaded.peak_kib))
-        )),
-    );
+    report.rows.push(Row::memory(
+        format!(
+            "RSS of serve --http after the chat workload, {} message history",
+            thousands(plan.messages as f64)
+        ),
+        loaded,
+        40.0,
+    ));
     Ok(())
 }
