@@ -89,6 +89,7 @@ async fn fill(path: &Path, count: usize) -> anyhow::Result<()> {
                     text: message_text(i),
                     time: None,
                     msgid: None,
+                    replayed: false,
                 }
             })
             .collect();

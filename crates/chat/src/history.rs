@@ -96,6 +96,11 @@ pub struct NewMessage {
     pub time: Option<DateTime<Utc>>,
     /// The network's message id, used to drop duplicates on history replay.
     pub msgid: Option<String>,
+    /// The network is replaying this message from its own history, so it may
+    /// be one already stored. Without a `msgid`, it is then dropped if the
+    /// channel already has the same text from the same nick within the same
+    /// millisecond (`server-time`'s precision).
+    pub replayed: bool,
 }
 
 /// A history operation failed.
@@ -359,6 +364,18 @@ impl History {
             stmt.query_map(params![channel_key, since, limit as i64], message_row)?
                 .collect()
         })
+    }
+
+    /// The time of `channel`'s (by key) newest message, if it has any.
+    pub fn last_time(&self, channel_key: &str) -> Result<Option<DateTime<Utc>>, HistoryError> {
+        let ts: Option<i64> = self.with_reader(|conn| {
+            conn.prepare_cached(
+                "SELECT max(m.ts) FROM channels c JOIN messages m ON m.channel_id = c.id
+                  WHERE c.key = ?1",
+            )?
+            .query_row([channel_key], |row| row.get(0))
+        })?;
+        Ok(ts.map(from_micros))
     }
 
     /// Messages matching `query` (FTS5 syntax), best match first.
@@ -675,14 +692,35 @@ impl Writer {
         ts
     }
 
+    /// Whether the channel holds `message`'s text from its nick in the
+    /// millisecond of `ts` (stored times may be bumped within it).
+    fn has_copy(&self, channel_id: i64, ts: i64, message: &NewMessage) -> rusqlite::Result<bool> {
+        let start = ts.div_euclid(1000) * 1000;
+        self.conn
+            .prepare_cached(
+                "SELECT EXISTS (SELECT 1 FROM messages
+                  WHERE channel_id = ?1 AND ts BETWEEN ?2 AND ?3 AND nick = ?4 AND text = ?5)",
+            )?
+            .query_row(
+                params![channel_id, start, start + 999, message.nick, message.text],
+                |row| row.get(0),
+            )
+    }
+
     fn stamp(&mut self) -> i64 {
         self.last_stamp = Utc::now().timestamp_micros().max(self.last_stamp + 1);
         self.last_stamp
     }
 
-    /// Inserts one message; `None` when it duplicates a stored msgid.
+    /// Inserts one message; `None` when it duplicates a stored one (see
+    /// [`NewMessage::msgid`] and [`NewMessage::replayed`]).
     fn insert(&mut self, message: &NewMessage) -> rusqlite::Result<Option<Message>> {
         let (channel_id, _) = self.channel_id(&message.channel)?;
+        if let (true, None, Some(time)) = (message.replayed, &message.msgid, message.time)
+            && self.has_copy(channel_id, time.timestamp_micros(), message)?
+        {
+            return Ok(None);
+        }
         let ts = match message.time {
             Some(t) => self.stamp_from(t.timestamp_micros()),
             None => self.stamp(),
@@ -753,6 +791,7 @@ mod tests {
             text: text.into(),
             time: None,
             msgid: None,
+            replayed: false,
         }
     }
 
@@ -864,6 +903,45 @@ mod tests {
         let second = rt.block_on(history.append(vec![m])).unwrap();
         assert_eq!((first.len(), second.len()), (1, 0));
         assert_eq!(history.read("#a", None, 10).unwrap().len(), 1);
+        history.close();
+    }
+
+    #[test]
+    fn replayed_copies_without_msgid_are_dropped_but_live_repeats_are_kept() {
+        let rt = runtime();
+        let history = History::open(&Location::Memory, Durability::Full).unwrap();
+        assert_eq!(history.last_time("#a").unwrap(), None);
+        let at = DateTime::parse_from_rfc3339("2026-11-30T10:00:00.638Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        let at_ms = |text: &str| NewMessage {
+            time: Some(at),
+            ..msg("#a", "bob", text)
+        };
+        // An agent's two-line "ok\nok" shares a millisecond: both are kept.
+        let live = rt
+            .block_on(history.append(vec![at_ms("ok"), at_ms("ok")]))
+            .unwrap();
+        assert_eq!(live.len(), 2);
+        assert_eq!(history.last_time("#a").unwrap(), Some(live[1].time));
+        let replay = |text: &str, nick: &str| NewMessage {
+            replayed: true,
+            time: Some(at),
+            ..msg("#a", nick, text)
+        };
+        let stored = rt
+            .block_on(history.append(vec![
+                replay("ok", "bob"),
+                replay("ok", "eve"),
+                replay("new", "bob"),
+            ]))
+            .unwrap();
+        let texts: Vec<_> = stored
+            .iter()
+            .map(|m| (m.nick.as_str(), m.text.as_str()))
+            .collect();
+        assert_eq!(texts, [("eve", "ok"), ("bob", "new")]);
+        assert_eq!(history.read("#a", None, 10).unwrap().len(), 4);
         history.close();
     }
 

@@ -50,6 +50,7 @@ impl ChatBackend for LocalHub {
                     text,
                     time: None,
                     msgid: None,
+                    replayed: false,
                 })
                 .collect();
             let stored = self.history.append(messages).await?;

@@ -1,12 +1,18 @@
-//! The IRC connection against scripted servers that misbehave in ways real
-//! servers (tested in the switchboard crate) do not on demand: never finish
-//! registration, send garbage, refuse SASL, lack CAP.
+//! The IRC connection and backend against scripted servers, for what real
+//! servers (tested in the switchboard crate) do not do on demand: never
+//! finish registration, send garbage, refuse SASL, lack CAP, or offer
+//! `draft/chathistory` (neither InspIRCd 3 nor ngIRCd does).
 
 use std::{sync::Arc, time::Duration};
 
-use switchboard_chat::irc::{
-    ConnError, FloodSettings, Sasl,
-    connection::{Connection, Endpoint, Event, Identity, Status},
+use chrono::{DateTime, Utc};
+use switchboard_chat::{
+    ChatBackend, Durability, History, Location, NameRules, NewMessage,
+    history::iso,
+    irc::{
+        ConnError, FloodSettings, IrcBackend, IrcSettings, Sasl,
+        connection::{Connection, Endpoint, Event, Identity, Status},
+    },
 };
 use tokio::{
     io::{AsyncBufReadExt, AsyncWriteExt, BufReader},
@@ -57,14 +63,25 @@ impl Peer {
 
     /// Reads lines until one starts with `prefix`.
     async fn until(&mut self, prefix: &str) -> String {
+        self.lines_until(prefix)
+            .await
+            .pop()
+            .expect("the matching line")
+    }
+
+    /// Every line read up to and including the first that starts with `prefix`.
+    async fn lines_until(&mut self, prefix: &str) -> Vec<String> {
+        let mut read = Vec::new();
         loop {
             let line = tokio::time::timeout(Duration::from_secs(10), self.lines.next_line())
                 .await
-                .unwrap_or_else(|_| panic!("client never sent {prefix}"))
+                .unwrap_or_else(|_| panic!("client never sent {prefix}; it sent {read:?}"))
                 .unwrap()
                 .unwrap_or_else(|| panic!("client closed before {prefix}"));
-            if line.starts_with(prefix) {
-                return line;
+            let done = line.starts_with(prefix);
+            read.push(line);
+            if done {
+                return read;
             }
         }
     }
@@ -261,4 +278,221 @@ async fn a_taken_nick_fails_a_sender_for_good() {
     let error = conn.ready().await.unwrap_err();
     assert_eq!(error, ConnError::NickInUse("alice".into()));
     assert!(error.to_string().contains("alice is already in use"));
+}
+
+/// A server that offers `draft/chathistory` with `limit` messages a page:
+/// registers the observer `obs` and answers its JOIN of `#ops`.
+async fn history_server_session(listener: &TcpListener, limit: usize) -> Peer {
+    let mut peer = Peer::accept(listener).await;
+    peer.until("CAP LS").await;
+    peer.send(b":irc.test CAP * LS :server-time message-tags batch draft/chathistory\r\n")
+        .await;
+    let req = peer.until("CAP REQ").await;
+    assert!(
+        req.contains("draft/chathistory") && req.contains("batch"),
+        "{req}"
+    );
+    peer.send(b":irc.test CAP * ACK :server-time message-tags batch draft/chathistory\r\n")
+        .await;
+    peer.until("CAP END").await;
+    peer.send(format!(":irc.test 001 obs :Welcome\r\n:irc.test 005 obs CHANTYPES=# CASEMAPPING=rfc1459 CHATHISTORY={limit} :are supported\r\n").as_bytes())
+        .await;
+    peer.until("JOIN #ops").await;
+    peer.send(b":obs!sb@h JOIN #ops\r\n:irc.test 353 obs = #ops :obs human\r\n:irc.test 366 obs #ops :End\r\n")
+        .await;
+    peer
+}
+
+fn history_line(batch: &str, msgid: Option<&str>, time: &str, nick: &str, text: &str) -> String {
+    let msgid = msgid.map_or(String::new(), |id| format!(";msgid={id}"));
+    format!("@batch={batch}{msgid};time={time} :{nick}!u@h PRIVMSG #ops :{text}\r\n")
+}
+
+/// Waits until `#ops` holds `n` messages; returns them oldest first as
+/// (time, nick, text).
+async fn wait_history(history: &History, n: usize) -> Vec<(String, String, String)> {
+    let mut stored = Vec::new();
+    for _ in 0..200 {
+        stored = history.read("#ops", None, 100).unwrap();
+        if stored.len() >= n {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    stored
+        .into_iter()
+        .rev()
+        .map(|m| (iso(&m.time), m.nick, m.text))
+        .collect()
+}
+
+fn row(time: &str, nick: &str, text: &str) -> (String, String, String) {
+    (time.into(), nick.into(), text.into())
+}
+
+#[tokio::test]
+async fn the_gap_is_backfilled_from_chathistory_after_start_and_after_reconnect() {
+    let (listener, port) = listener().await;
+    let history = History::open(&Location::Memory, Durability::Full).unwrap();
+    let rules = NameRules::default();
+    let at = |t: &str| Some(DateTime::parse_from_rfc3339(t).unwrap().with_timezone(&Utc));
+    // What the history held before switchboard went away.
+    history
+        .append(vec![NewMessage {
+            channel: rules.channel("#ops").unwrap(),
+            nick: "alice".into(),
+            nick_key: "alice".into(),
+            text: "before".into(),
+            time: at("2026-12-01T10:00:00.000Z"),
+            msgid: Some("m0".into()),
+            replayed: false,
+        }])
+        .await
+        .unwrap();
+    let mut settings = IrcSettings::new("127.0.0.1", port);
+    settings.observer_nick = "obs".into();
+    settings.flood = FloodSettings::unlimited();
+    let backend = IrcBackend::start(settings, history.clone());
+
+    // Start: the gap since the last stored message, in two pages.
+    let mut peer = history_server_session(&listener, 2).await;
+    let ask = peer.until("CHATHISTORY").await;
+    assert_eq!(
+        ask,
+        "CHATHISTORY AFTER #ops timestamp=2026-12-01T09:59:59.999Z 2"
+    );
+    let mut page = String::from(":irc.test BATCH +p1 chathistory #ops\r\n");
+    page += &history_line(
+        "p1",
+        Some("m0"),
+        "2026-12-01T10:00:00.000Z",
+        "alice",
+        "before",
+    );
+    page += &history_line(
+        "p1",
+        Some("m1"),
+        "2026-12-01T10:00:01.000Z",
+        "bob",
+        "gap one",
+    );
+    page += ":irc.test BATCH -p1\r\n";
+    peer.send(page.as_bytes()).await;
+    let ask = peer.until("CHATHISTORY").await;
+    assert_eq!(ask, "CHATHISTORY AFTER #ops msgid=m1 2");
+    let mut page = String::from(":irc.test BATCH +p2 chathistory #ops\r\n");
+    page += &history_line("p2", None, "2026-12-01T10:00:02.000Z", "human", "gap two");
+    page += ":irc.test BATCH -p2\r\n";
+    page += "@time=2026-12-01T10:00:03.000Z;msgid=m3 :human!u@h PRIVMSG #ops :live three\r\n";
+    page += "PING :sync\r\n";
+    peer.send(page.as_bytes()).await;
+    // A short page ends the backfill: nothing more is asked for.
+    let after = peer.lines_until("PONG").await;
+    assert!(
+        !after.iter().any(|l| l.starts_with("CHATHISTORY")),
+        "{after:?}"
+    );
+    let expected = vec![
+        row("2026-12-01T10:00:00.000000Z", "alice", "before"),
+        row("2026-12-01T10:00:01.000000Z", "bob", "gap one"),
+        row("2026-12-01T10:00:02.000000Z", "human", "gap two"),
+        row("2026-12-01T10:00:03.000000Z", "human", "live three"),
+    ];
+    assert_eq!(wait_history(&history, 4).await, expected);
+
+    // The server goes away and comes back: the new gap is filled, and copies
+    // of stored messages (with or without msgid) are not stored twice.
+    drop(peer);
+    let mut peer = history_server_session(&listener, 2).await;
+    let ask = peer.until("CHATHISTORY").await;
+    assert_eq!(
+        ask,
+        "CHATHISTORY AFTER #ops timestamp=2026-12-01T10:00:02.999Z 2"
+    );
+    let mut page = String::from(":irc.test BATCH +q1 chathistory #ops\r\n");
+    page += &history_line(
+        "q1",
+        None,
+        "2026-12-01T10:00:03.000Z",
+        "human",
+        "live three",
+    );
+    page += &history_line(
+        "q1",
+        None,
+        "2026-12-01T10:00:04.000Z",
+        "carol",
+        "during the outage",
+    );
+    page += ":irc.test BATCH -q1\r\n";
+    peer.send(page.as_bytes()).await;
+    // A full page without msgids pages on from the last message's time.
+    let ask = peer.until("CHATHISTORY").await;
+    assert_eq!(
+        ask,
+        "CHATHISTORY AFTER #ops timestamp=2026-12-01T10:00:04.000Z 2"
+    );
+    peer.send(b":irc.test BATCH +q2 chathistory #ops\r\n:irc.test BATCH -q2\r\nPING :sync\r\n")
+        .await;
+    peer.until("PONG").await;
+    let mut expected = expected;
+    expected.push(row(
+        "2026-12-01T10:00:04.000000Z",
+        "carol",
+        "during the outage",
+    ));
+    assert_eq!(wait_history(&history, 5).await, expected);
+    assert_eq!(history.read("#ops", None, 100).unwrap().len(), 5);
+    backend.close().await;
+}
+
+#[tokio::test]
+async fn without_chathistory_nothing_is_asked_and_a_refusal_changes_nothing() {
+    let (listener, port) = listener().await;
+    let history = History::open(&Location::Memory, Durability::Full).unwrap();
+    let ops = NameRules::default().channel("#ops").unwrap();
+    history
+        .append(vec![NewMessage {
+            channel: ops,
+            nick: "alice".into(),
+            nick_key: "alice".into(),
+            text: "before".into(),
+            time: None,
+            msgid: None,
+            replayed: false,
+        }])
+        .await
+        .unwrap();
+    let mut settings = IrcSettings::new("127.0.0.1", port);
+    settings.observer_nick = "obs".into();
+    let backend = IrcBackend::start(settings, history.clone());
+
+    // A server without the capability is never sent the command.
+    let mut peer = Peer::accept(&listener).await;
+    peer.until("CAP LS").await;
+    peer.send(b":irc.test CAP * LS :server-time batch\r\n")
+        .await;
+    peer.until("CAP REQ").await;
+    peer.send(b":irc.test CAP * ACK :server-time batch\r\n")
+        .await;
+    peer.until("CAP END").await;
+    peer.send(b":irc.test 001 obs :Welcome\r\n").await;
+    peer.until("JOIN #ops").await;
+    peer.send(b":obs!sb@h JOIN #ops\r\nPING :sync\r\n").await;
+    let said = peer.lines_until("PONG").await;
+    assert!(
+        !said.iter().any(|l| l.starts_with("CHATHISTORY")),
+        "{said:?}"
+    );
+    drop(peer);
+
+    // A server that offers it but refuses the request: recording goes on.
+    let mut peer = history_server_session(&listener, 100).await;
+    peer.until("CHATHISTORY AFTER #ops").await;
+    peer.send(b":irc.test FAIL CHATHISTORY MESSAGE_ERROR AFTER #ops :history is unavailable\r\n:human!u@h PRIVMSG #ops :still recorded\r\n")
+        .await;
+    let stored = wait_history(&history, 2).await;
+    assert_eq!(stored.len(), 2);
+    assert_eq!(stored[1].2, "still recorded");
+    backend.close().await;
 }

@@ -15,7 +15,7 @@
 //! guarantee the local hub's: an acknowledged message is in the history.
 
 use std::{
-    collections::{HashMap, VecDeque},
+    collections::{HashMap, HashSet, VecDeque},
     sync::{Arc, Mutex},
     time::Duration,
 };
@@ -29,8 +29,10 @@ use tokio::{
 };
 
 use super::{
+    backfill::Backfill,
     connection::{BeforeWrite, ConnError, Connection, Endpoint, Event, Identity, Sasl, Status},
     flood::{Bucket, FloodSettings},
+    isupport::ServerInfo,
     members::Membership,
     tls::Tls,
     wire,
@@ -193,20 +195,36 @@ async fn observe(
     records: mpsc::Sender<NewMessage>,
 ) {
     let mut own_nick = inner.settings.observer_nick.clone();
+    let mut caps = HashSet::new();
+    let mut backfill = Backfill::default();
     while let Some(event) = events.recv().await {
         let info = inner.observer.info();
         let map = info.rules.casemapping;
         match event {
-            Event::Registered { nick, .. } => {
+            Event::Registered {
+                nick,
+                caps: enabled,
+            } => {
                 own_nick = nick;
+                caps = enabled;
+                backfill.clear();
                 inner.membership.lock().expect("membership lock").clear();
             }
-            Event::Disconnected => inner.membership.lock().expect("membership lock").clear(),
+            Event::Disconnected => {
+                backfill.clear();
+                inner.membership.lock().expect("membership lock").clear();
+            }
             Event::Message(message) => {
                 let nick = wire::source_nick(&message).map(str::to_owned);
                 let is_self = nick
                     .as_deref()
                     .is_some_and(|n| map.fold(n) == map.fold(&own_nick));
+                if let Some(next_page) = backfill.on_message(&message, map) {
+                    inner.observer.command(next_page);
+                }
+                if let (true, Command::JOIN(chan, _, _)) = (is_self, &message.command) {
+                    request_backfill(&inner, &mut backfill, &caps, &info, chan);
+                }
                 let mut membership = inner.membership.lock().expect("membership lock");
                 match &message.command {
                     Command::PRIVMSG(target, text) if !is_self => {
@@ -217,6 +235,7 @@ async fn observe(
                             let new = NewMessage {
                                 nick_key: map.fold(&nick),
                                 nick,
+                                replayed: backfill.is_replay(&message),
                                 ..new
                             };
                             if records.send(new).await.is_err() {
@@ -273,6 +292,35 @@ async fn observe(
     }
 }
 
+/// On the observer's own JOIN, when the server offers `draft/chathistory`:
+/// asks for what the channel said after the history's newest message. A
+/// channel with no history yet has no gap to fill.
+fn request_backfill(
+    inner: &Inner,
+    backfill: &mut Backfill,
+    caps: &HashSet<String>,
+    info: &ServerInfo,
+    chan: &str,
+) {
+    if !(caps.contains("draft/chathistory") && caps.contains("batch")) {
+        return;
+    }
+    let Ok(channel) = info.rules.channel(chan) else {
+        return;
+    };
+    match inner.history.last_time(channel.key()) {
+        Ok(Some(last)) => {
+            let limit = info.chathistory.unwrap_or(100);
+            if let Some(line) = backfill.start(&channel, last, limit) {
+                tracing::debug!(%channel, since = %last, "asking the IRC server for the history gap");
+                inner.observer.command(line);
+            }
+        }
+        Ok(None) => {}
+        Err(e) => tracing::warn!(%channel, error = %e, "cannot read the history to backfill"),
+    }
+}
+
 /// A channel PRIVMSG as a history entry (nick filled in by the caller), or
 /// `None` for private messages and CTCP other than ACTION.
 fn channel_message(
@@ -308,6 +356,7 @@ fn channel_message(
         text,
         time,
         msgid: wire::tag(message, "msgid").map(str::to_owned),
+        replayed: false,
     })
 }
 

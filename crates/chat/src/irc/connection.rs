@@ -33,12 +33,13 @@ use super::{
 use crate::{names::Channel, text::split_to_fit};
 
 /// Capabilities requested when the server offers them.
-const WANTED_CAPS: [&str; 5] = [
+const WANTED_CAPS: [&str; 6] = [
     "server-time",
     "message-tags",
     "echo-message",
     "multi-prefix",
     "batch",
+    "draft/chathistory",
 ];
 /// Lines a connection sends before PONGs have to catch up; keeps a stuck
 /// server from growing our queue without bound.
@@ -183,6 +184,8 @@ enum Request {
         before_write: BeforeWrite,
         reply: oneshot::Sender<Result<Sent, ConnError>>,
     },
+    /// One line, already formed with [`wire::line`].
+    Command(String),
     Quit,
 }
 
@@ -256,6 +259,17 @@ impl Connection {
             .await
             .map_err(|_| ConnError::Shutdown)?;
         rx.await.map_err(|_| ConnError::Shutdown)?
+    }
+
+    /// Writes `line` (formed with [`wire::line`]) on the live connection,
+    /// paced like everything else. Best effort: a line that finds the
+    /// connection down, or its inbox full, is dropped (and logged), because
+    /// what it asked for belongs to the session that is gone. Never waits,
+    /// so the task reading this connection's events can call it.
+    pub fn command(&self, line: String) {
+        if let Err(e) = self.requests.try_send(Request::Command(line)) {
+            tracing::debug!(error = %e, "a command to the IRC server was dropped");
+        }
     }
 
     /// Asks the task to send QUIT and stop.
@@ -407,6 +421,9 @@ impl Actor {
                     Some(Request::Send { channel, lines, before_write, reply }) => {
                         self.parked.push_back(Parked { channel, lines, before_write, reply });
                     }
+                    Some(Request::Command(line)) => {
+                        tracing::debug!(line = %line.trim_end(), "not sent: the IRC connection is down");
+                    }
                 }
             }
         }
@@ -540,6 +557,7 @@ impl Actor {
                     Some(Request::Send { channel, lines, before_write, reply }) => {
                         s.start_send(Parked { channel, lines, before_write, reply }, &mut self.wanted);
                     }
+                    Some(Request::Command(line)) => s.enqueue_raw(line),
                 },
                 () = sleep_until_opt(wake) => {}
                 () = tokio::time::sleep_until(keepalive) => {
@@ -635,7 +653,7 @@ fn refuse(request: Request, error: &ConnError) {
         Request::Send { reply, .. } => {
             let _ = reply.send(Err(error.clone()));
         }
-        Request::Quit => {}
+        Request::Command(_) | Request::Quit => {}
     }
 }
 

@@ -6,9 +6,12 @@
 //! - [`backend`] — [`IrcBackend`], the [`ChatBackend`](crate::ChatBackend):
 //!   one observer connection that records every channel message, and one
 //!   sender connection per agent nick.
+//! - [`backfill`] — filling the history's gap after an absence from the
+//!   server's history (`draft/chathistory`).
 //! - [`wire`], [`isupport`], [`members`], [`flood`], [`tls`] — the pieces.
 
 pub mod backend;
+pub mod backfill;
 pub mod connection;
 pub mod flood;
 pub mod isupport;
