@@ -543,9 +543,9 @@ impl Inner {
         lines: Vec<String>,
         stage: Arc<Mutex<Stage>>,
     ) -> Result<Delivery, ChatError> {
-        // The observer must be in the channel before anyone speaks there.
+        // The observer must be in the channel before anyone speaks there. The
+        // history learns of the channel when it records the lines.
         self.observer.join(channel).await.map_err(network)?;
-        self.history.ensure_channel(channel).await?;
         let connection = self.sender(sender);
         if let Err(e) = connection.ready().await {
             self.senders
