@@ -132,11 +132,20 @@ impl Switchboard {
         Ok(server)
     }
 
-    /// Starts `serve --http 127.0.0.1:0` and waits until it is listening.
+    /// Starts `serve --http 127.0.0.1:0` and waits until it is listening. It
+    /// serves its relay socket, as a daemon does, but in a directory of its
+    /// own rather than at the standard path, so that runs beside a running
+    /// daemon or another benchmark do not collide.
     pub async fn start_http(&self, data: Data<'_>) -> anyhow::Result<(Server, SocketAddr)> {
-        let mut cmd = tokio::process::Command::from(self.command(&["--http", "127.0.0.1:0"], data));
+        let scratch = tempfile::tempdir().context("cannot create a temp dir")?;
+        let socket = scratch.path().join("relay.sock");
+        let socket = socket.to_str().context("the temp dir is not UTF-8")?;
+        let mut cmd = tokio::process::Command::from(
+            self.command(&["--http", "127.0.0.1:0", "--socket", socket], data),
+        );
         cmd.stdin(Stdio::null()).stdout(Stdio::null());
         let (mut server, ready) = Server::spawn(cmd, Some(HTTP_READY))?;
+        server.scratch = Some(scratch);
         let rest = server.ready("serving HTTP", ready).await?;
         let addr = rest
             .split('/')
@@ -176,6 +185,8 @@ impl Switchboard {
 pub struct Server {
     pub child: Child,
     log: Arc<Mutex<VecDeque<String>>>,
+    /// A directory the server uses, removed after it.
+    scratch: Option<tempfile::TempDir>,
 }
 
 impl Server {
@@ -191,7 +202,14 @@ impl Server {
         let log = Arc::new(Mutex::new(VecDeque::new()));
         let (ready_tx, ready_rx) = oneshot::channel();
         tokio::spawn(capture_log(stderr, log.clone(), ready, ready_tx));
-        Ok((Self { child, log }, ready_rx))
+        Ok((
+            Self {
+                child,
+                log,
+                scratch: None,
+            },
+            ready_rx,
+        ))
     }
 
     /// Waits (up to 15 s) for the log line `ready` was given for; fails with
