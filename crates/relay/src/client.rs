@@ -192,9 +192,9 @@ async fn read_loop(
     welcome: watch::Sender<Option<Welcome>>,
     events: mpsc::UnboundedSender<Event>,
 ) {
-    let mut buf = Vec::new();
+    let mut lines = protocol::line_reader();
     let reason = loop {
-        match protocol::read_message(&mut reader, &mut buf).await {
+        match protocol::read_message(&mut reader, &mut lines).await {
             Err(e) => break e.to_string(),
             Ok(Read::Eof) => break "the application closed the connection".to_owned(),
             Ok(Read::TooLong) => {

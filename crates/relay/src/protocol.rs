@@ -3,7 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
+use switchboard_lines::{LineReader, Next};
+use tokio::io::{AsyncBufRead, AsyncWrite, AsyncWriteExt};
 
 /// The protocol version this crate speaks.
 pub const PROTOCOL_VERSION: u32 = 1;
@@ -103,49 +104,25 @@ pub enum Read {
     Eof,
 }
 
-/// Reads one line (skipping empty ones) and decodes it, never holding more
-/// than [`MAX_LINE`] bytes. `buf` is scratch space reused between calls.
+/// The reader for a relay connection's lines, bounded by [`MAX_LINE`].
+pub fn line_reader() -> LineReader {
+    LineReader::new(MAX_LINE)
+}
+
+/// Reads one line (skipping blank ones) and decodes it, never holding more
+/// than [`MAX_LINE`] bytes. Cancel-safe: a partly read line stays in
+/// `lines`.
 pub async fn read_message<R: AsyncBufRead + Unpin>(
     reader: &mut R,
-    buf: &mut Vec<u8>,
+    lines: &mut LineReader,
 ) -> std::io::Result<Read> {
     loop {
-        buf.clear();
-        let mut too_long = false;
-        let ended = loop {
-            let available = reader.fill_buf().await?;
-            if available.is_empty() {
-                break false;
-            }
-            let (chunk, done) = match available.iter().position(|&b| b == b'\n') {
-                Some(i) => (&available[..i], true),
-                None => (available, false),
-            };
-            let used = chunk.len() + usize::from(done);
-            if buf.len() + chunk.len() > MAX_LINE {
-                too_long = true;
-            } else {
-                buf.extend_from_slice(chunk);
-            }
-            reader.consume(used);
-            if done || too_long {
-                break true;
-            }
-        };
-        if too_long {
-            return Ok(Read::TooLong);
-        }
-        if !ended && buf.is_empty() {
-            return Ok(Read::Eof);
-        }
-        let line = buf.strip_suffix(b"\r").unwrap_or(buf);
-        if line.iter().all(u8::is_ascii_whitespace) {
-            if ended {
-                continue;
-            }
-            return Ok(Read::Eof);
-        }
-        return Ok(decode(line));
+        return Ok(match lines.next(reader).await? {
+            Next::Eof => Read::Eof,
+            Next::TooLong => Read::TooLong,
+            Next::Line(line) if line.iter().all(u8::is_ascii_whitespace) => continue,
+            Next::Line(line) => decode(line),
+        });
     }
 }
 
@@ -214,10 +191,10 @@ mod tests {
 
     async fn read_all(input: &[u8]) -> Vec<Read> {
         let mut reader = tokio::io::BufReader::new(input);
-        let mut buf = Vec::new();
+        let mut lines = line_reader();
         let mut out = Vec::new();
         loop {
-            let read = read_message(&mut reader, &mut buf).await.unwrap();
+            let read = read_message(&mut reader, &mut lines).await.unwrap();
             let stop = matches!(read, Read::Eof | Read::TooLong);
             out.push(read);
             if stop {

@@ -421,12 +421,12 @@ async fn connection(stream: UnixStream, shared: Arc<Shared>) {
         return refuse(writer, message).await;
     }
     let mut reader = BufReader::new(reader);
-    let mut buf = Vec::new();
+    let mut lines = protocol::line_reader();
     let mut stop = shared.shutdown.subscribe();
     let hello_timeout = shared.options.hello_timeout;
     let first = tokio::select! {
         () = stopped(&mut stop) => return,
-        first = tokio::time::timeout(hello_timeout, protocol::read_message(&mut reader, &mut buf)) => first,
+        first = tokio::time::timeout(hello_timeout, protocol::read_message(&mut reader, &mut lines)) => first,
     };
     let (pid, client) = match first {
         Err(_) => {
@@ -502,7 +502,7 @@ async fn connection(stream: UnixStream, shared: Arc<Shared>) {
         let read = tokio::select! {
             biased;
             () = stopped(&mut stop) => break,
-            read = protocol::read_message(&mut reader, &mut buf) => read,
+            read = protocol::read_message(&mut reader, &mut lines) => read,
         };
         let reply = match read {
             Err(_) | Ok(Read::Eof) => break,

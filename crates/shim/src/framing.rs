@@ -2,7 +2,7 @@
 //! with a bound, and the error replies for lines that cannot be routed:
 //! shared by the shim and switchboard's own stdio and HTTP transports.
 
-use tokio::io::AsyncBufReadExt;
+use switchboard_lines::LineReader;
 
 /// The largest JSON-RPC message accepted on any transport. Generous on
 /// purpose: an oversized tool argument should reach the tool and get its
@@ -17,87 +17,25 @@ pub fn error_json(id: serde_json::Value, code: i32, message: &str) -> String {
         .to_string()
 }
 
-/// What [`read_bounded_line`] found.
-pub enum Line {
-    Complete,
-    TooLong,
-    Eof,
+/// The reader for MCP's stdio lines, bounded by [`MAX_MESSAGE_BYTES`]: the
+/// rest of a longer line is discarded, not buffered.
+pub fn line_reader() -> LineReader {
+    LineReader::new(MAX_MESSAGE_BYTES)
 }
 
-/// Reads one `\n`-terminated line into `buf`, discarding (not buffering) the
-/// rest of a line longer than [`MAX_MESSAGE_BYTES`].
-pub async fn read_bounded_line<R: AsyncBufReadExt + Unpin>(
-    input: &mut R,
-    buf: &mut Vec<u8>,
-) -> std::io::Result<Line> {
-    let mut too_long = false;
-    loop {
-        let available = input.fill_buf().await?;
-        if available.is_empty() {
-            return Ok(if too_long || !buf.is_empty() {
-                if too_long {
-                    Line::TooLong
-                } else {
-                    Line::Complete
-                }
-            } else {
-                Line::Eof
-            });
-        }
-        let (chunk, done) = match available.iter().position(|&b| b == b'\n') {
-            Some(i) => (&available[..=i], true),
-            None => (available, false),
-        };
-        let used = chunk.len();
-        if !too_long {
-            if buf.len() + used > MAX_MESSAGE_BYTES + 2 {
-                too_long = true;
-                buf.clear();
-            } else {
-                buf.extend_from_slice(chunk);
-            }
-        }
-        input.consume(used);
-        if done {
-            return Ok(if too_long {
-                Line::TooLong
-            } else {
-                Line::Complete
-            });
-        }
-    }
-}
-
-/// A line without its line ending and a leading UTF-8 byte-order mark.
-pub fn trim_line(line: &[u8]) -> &[u8] {
-    let line = line.strip_suffix(b"\n").unwrap_or(line);
-    let line = line.strip_suffix(b"\r").unwrap_or(line);
+/// A line without a leading UTF-8 byte-order mark, which some clients on
+/// Windows write before their first message.
+pub fn strip_bom(line: &[u8]) -> &[u8] {
     line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line)
 }
 
 #[cfg(test)]
 mod tests {
-    use tokio::io::BufReader;
-
     use super::*;
 
-    #[tokio::test]
-    async fn overlong_lines_are_discarded_not_buffered() {
-        let mut data = vec![b'x'; MAX_MESSAGE_BYTES + 10];
-        data.push(b'\n');
-        data.extend_from_slice(b"{}\n");
-        let mut input = BufReader::new(&data[..]);
-        let mut buf = Vec::new();
-        assert!(matches!(
-            read_bounded_line(&mut input, &mut buf).await.unwrap(),
-            Line::TooLong
-        ));
-        assert!(buf.capacity() <= MAX_MESSAGE_BYTES + 64 * 1024);
-        buf.clear();
-        assert!(matches!(
-            read_bounded_line(&mut input, &mut buf).await.unwrap(),
-            Line::Complete
-        ));
-        assert_eq!(trim_line(&buf), b"{}");
+    #[test]
+    fn a_byte_order_mark_is_dropped() {
+        assert_eq!(strip_bom(b"\xEF\xBB\xBF{}"), b"{}");
+        assert_eq!(strip_bom(b"{}"), b"{}");
     }
 }

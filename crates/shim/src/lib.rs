@@ -40,7 +40,8 @@ use tokio::{
 };
 use tokio_util::task::TaskTracker;
 
-use crate::framing::{Line, MAX_MESSAGE_BYTES, error_json, read_bounded_line, trim_line};
+use crate::framing::{MAX_MESSAGE_BYTES, error_json, line_reader, strip_bom};
+use switchboard_lines::Next;
 use upstream::{CallFailure, Timeouts, Upstream};
 
 /// Protocol revisions with an `initialize` handshake, oldest first.
@@ -225,12 +226,11 @@ where
 
     let in_flight = TaskTracker::new();
     let mut input = BufReader::with_capacity(64 * 1024, input);
-    let mut buf = Vec::with_capacity(8 * 1024);
+    let mut lines = line_reader();
     loop {
-        buf.clear();
-        match read_bounded_line(&mut input, &mut buf).await {
-            Ok(Line::Complete) => {}
-            Ok(Line::TooLong) => {
+        let text = match lines.next(&mut input).await {
+            Ok(Next::Line(line)) => strip_bom(line),
+            Ok(Next::TooLong) => {
                 let _ = out.send(error_json(
                     Value::Null,
                     -32600,
@@ -238,9 +238,8 @@ where
                 ));
                 continue;
             }
-            Ok(Line::Eof) | Err(_) => break,
-        }
-        let text = trim_line(&buf);
+            Ok(Next::Eof) | Err(_) => break,
+        };
         if text.iter().all(u8::is_ascii_whitespace) {
             continue;
         }

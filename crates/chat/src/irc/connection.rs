@@ -451,7 +451,7 @@ impl Actor {
         let mut session = Session {
             reader: BufReader::with_capacity(16 * 1024, reader),
             writer,
-            buf: wire::LineBuffer::default(),
+            buf: wire::line_reader(),
             bucket: Bucket::new(endpoint.flood),
             queue: VecDeque::new(),
             nick: self.identity.nick.clone(),
@@ -688,7 +688,7 @@ struct Barrier {
 struct Session {
     reader: BufReader<ReadHalf<Box<dyn Stream>>>,
     writer: WriteHalf<Box<dyn Stream>>,
-    buf: wire::LineBuffer,
+    buf: switchboard_lines::LineReader,
     bucket: Bucket,
     /// Lines to write, paced by the bucket; PONGs jump the queue.
     queue: VecDeque<String>,

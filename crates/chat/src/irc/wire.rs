@@ -9,7 +9,8 @@
 //! unparsable lines are logged and skipped.
 
 use irc_proto::Message;
-use tokio::io::{AsyncBufRead, AsyncBufReadExt};
+use switchboard_lines::{LineReader, Next};
+use tokio::io::AsyncBufRead;
 
 /// The longest line accepted from a server, tags included.
 pub const MAX_LINE: usize = 8191 + 512;
@@ -23,71 +24,23 @@ pub enum Incoming {
     Eof,
 }
 
-/// A line being read: what arrived of it so far.
-///
-/// It lives outside [`read_line`] so that reading is cancel-safe: the
-/// connection reads inside `select!`, and a read dropped halfway through a
-/// line (another branch won) must leave the part already consumed from the
-/// socket here for the next call, not lose it.
-#[derive(Debug, Default)]
-pub struct LineBuffer {
-    bytes: Vec<u8>,
-    too_long: bool,
+/// The reader of a connection's lines, bounded by [`MAX_LINE`]. It keeps a
+/// partly read line across cancelled reads (the connection reads inside
+/// `select!`).
+pub fn line_reader() -> LineReader {
+    LineReader::new(MAX_LINE)
 }
 
-impl LineBuffer {
-    /// Takes the finished line and starts a new one.
-    fn finish(&mut self) -> Incoming {
-        let line = if self.too_long {
-            Incoming::TooLong
-        } else {
-            Incoming::Line(decode(&self.bytes))
-        };
-        self.bytes.clear();
-        self.too_long = false;
-        line
-    }
-}
-
-/// Reads the next line (without CR/LF), bounded. Cancel-safe: see
-/// [`LineBuffer`].
+/// Reads the next line (without CR/LF), lossily decoded. Cancel-safe.
 pub async fn read_line<R: AsyncBufRead + Unpin>(
     reader: &mut R,
-    line: &mut LineBuffer,
+    lines: &mut LineReader,
 ) -> std::io::Result<Incoming> {
-    loop {
-        let available = reader.fill_buf().await?;
-        if available.is_empty() {
-            return Ok(if line.bytes.is_empty() && !line.too_long {
-                Incoming::Eof
-            } else {
-                line.finish()
-            });
-        }
-        let (chunk, done) = match available.iter().position(|&b| b == b'\n') {
-            Some(i) => (&available[..=i], true),
-            None => (available, false),
-        };
-        let used = chunk.len();
-        if !line.too_long {
-            if line.bytes.len() + used > MAX_LINE + 2 {
-                line.too_long = true;
-                line.bytes.clear();
-            } else {
-                line.bytes.extend_from_slice(chunk);
-            }
-        }
-        reader.consume(used);
-        if done {
-            return Ok(line.finish());
-        }
-    }
-}
-
-fn decode(buf: &[u8]) -> String {
-    let line = buf.strip_suffix(b"\n").unwrap_or(buf);
-    let line = line.strip_suffix(b"\r").unwrap_or(line);
-    String::from_utf8_lossy(line).into_owned()
+    Ok(match lines.next(reader).await? {
+        Next::Line(line) => Incoming::Line(String::from_utf8_lossy(line).into_owned()),
+        Next::TooLong => Incoming::TooLong,
+        Next::Eof => Incoming::Eof,
+    })
 }
 
 /// Parses a line; `None` (logged) for lines that are not IRC messages.
@@ -162,7 +115,7 @@ mod tests {
 
     async fn lines(input: &[u8]) -> Vec<Incoming> {
         let mut reader = tokio::io::BufReader::new(input);
-        let mut buf = LineBuffer::default();
+        let mut buf = line_reader();
         let mut out = Vec::new();
         loop {
             let line = read_line(&mut reader, &mut buf).await.unwrap();
@@ -172,26 +125,6 @@ mod tests {
                 return out;
             }
         }
-    }
-
-    #[tokio::test]
-    async fn a_read_dropped_mid_line_loses_nothing() {
-        use tokio::io::AsyncWriteExt;
-        let (mut server, client) = tokio::io::duplex(64);
-        let mut reader = tokio::io::BufReader::new(client);
-        let mut line = LineBuffer::default();
-        server.write_all(b"PRIVMSG #a :he").await.unwrap();
-        let dropped = tokio::time::timeout(
-            std::time::Duration::from_millis(20),
-            read_line(&mut reader, &mut line),
-        )
-        .await;
-        assert!(dropped.is_err(), "the line is not complete yet");
-        server.write_all(b"llo\r\n").await.unwrap();
-        assert_eq!(
-            read_line(&mut reader, &mut line).await.unwrap(),
-            Incoming::Line("PRIVMSG #a :hello".into())
-        );
     }
 
     #[tokio::test]

@@ -35,7 +35,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::{DirectCall, MAX_MESSAGE_BYTES, error_json, serve_channels};
 use crate::mcp::McpServer;
-use switchboard_shim::framing::{Line, read_bounded_line, trim_line};
+use switchboard_lines::Next;
+use switchboard_shim::framing::{line_reader, strip_bom};
 
 /// Serves `server` on the given byte streams until the client closes its
 /// end, the writer fails, or `shutdown` fires.
@@ -124,12 +125,11 @@ async fn read_lines<R: AsyncRead + Unpin>(
     session: Arc<Session>,
 ) {
     let mut input = BufReader::with_capacity(64 * 1024, input);
-    let mut line = Vec::with_capacity(8 * 1024);
+    let mut lines = line_reader();
     loop {
-        line.clear();
-        match read_bounded_line(&mut input, &mut line).await {
-            Ok(Line::Eof) => break,
-            Ok(Line::TooLong) => {
+        match lines.next(&mut input).await {
+            Ok(Next::Eof) => break,
+            Ok(Next::TooLong) => {
                 let reply = error_line(
                     Value::Null,
                     ErrorCode::INVALID_REQUEST,
@@ -139,8 +139,8 @@ async fn read_lines<R: AsyncRead + Unpin>(
                     break;
                 }
             }
-            Ok(Line::Complete) => {
-                let text = trim_line(&line);
+            Ok(Next::Line(line)) => {
+                let text = strip_bom(line);
                 if text.is_empty() || start_direct_call(text, &server, &session, &replies) {
                     continue;
                 }
