@@ -11,15 +11,21 @@ use crate::tls::TlsFiles;
 
 const INSPIRCD_TEMPLATE: &str = include_str!("../irc/inspircd.conf.template");
 const NGIRCD_TEMPLATE: &str = include_str!("../irc/ngircd.conf.template");
+const ATHEME_TEMPLATE: &str = include_str!("../irc/atheme.conf.template");
+
+/// The password both ends of the InspIRCd-Atheme link send (loopback only).
+const LINK_PASSWORD: &str = "testkit-link";
 
 /// Nick length used when [`ServerOptions::nicklen`] is `None` (ngIRCd's compiled-in maximum).
 const DEFAULT_NICKLEN: u32 = 31;
 
-/// The rendered config file for `kind`.
+/// The rendered config file for `kind`. `link_port` is the port Atheme links to, when
+/// [`ServerOptions::services`] is on.
 pub(crate) fn render(
     kind: ServerKind,
     options: &ServerOptions,
     port: u16,
+    link_port: Option<u16>,
     dir: &Path,
     tls: Option<&TlsFiles>,
 ) -> String {
@@ -44,6 +50,20 @@ pub(crate) fn render(
                     t.cert_pem.display(),
                     t.key_pem.display(),
                     t.dh_pem.display()
+                )
+            });
+            // services_account: Atheme refuses to link without it (account names, +r).
+            let services = link_port.map(|link| {
+                format!(
+                    "<bind address=\"127.0.0.1\" port=\"{link}\" type=\"servers\">\n\
+                     <module name=\"spanningtree\">\n\
+                     <module name=\"services_account\">\n\
+                     <module name=\"sasl\">\n\
+                     <link name=\"services.test\" ipaddr=\"127.0.0.1\" port=\"{link}\" \
+                     allowmask=\"127.0.0.1/32\" sendpass=\"{LINK_PASSWORD}\" \
+                     recvpass=\"{LINK_PASSWORD}\">\n\
+                     <uline server=\"services.test\" silent=\"yes\">\n\
+                     <sasl target=\"services.test\" requiressl=\"no\">"
                 )
             });
             fill(
@@ -73,6 +93,7 @@ pub(crate) fn render(
                         },
                     ),
                     ("TLS_MODULE", tls_module.as_deref().unwrap_or("")),
+                    ("SERVICES", services.as_deref().unwrap_or("")),
                 ],
             )
         }
@@ -110,6 +131,17 @@ pub(crate) fn render(
             )
         }
     }
+}
+
+/// The Atheme config that links to the InspIRCd server port `link_port`.
+pub(crate) fn render_atheme(link_port: u16) -> String {
+    fill(
+        ATHEME_TEMPLATE,
+        &[
+            ("LINK_PORT", &link_port.to_string()),
+            ("LINK_PASSWORD", LINK_PASSWORD),
+        ],
+    )
 }
 
 /// Replaces every `@NAME@` and panics if the template names one that `values` lacks, or
@@ -176,6 +208,7 @@ mod tests {
             ServerKind::InspIRCd,
             &opts(),
             4242,
+            None,
             Path::new("/tmp/x"),
             None,
         );
@@ -200,6 +233,7 @@ mod tests {
             ServerKind::InspIRCd,
             &options,
             4242,
+            None,
             Path::new("/tmp/x"),
             None,
         );
@@ -218,6 +252,7 @@ mod tests {
                 ServerKind::InspIRCd,
                 &opts(),
                 4242,
+                None,
                 Path::new("/tmp/x"),
                 None
             )
@@ -231,6 +266,7 @@ mod tests {
             ServerKind::InspIRCd,
             &unthrottled,
             4242,
+            None,
             Path::new("/tmp/x"),
             None,
         );
@@ -245,6 +281,7 @@ mod tests {
             ServerKind::InspIRCd,
             &stock_wins,
             4242,
+            None,
             Path::new("/tmp/x"),
             None,
         );
@@ -253,8 +290,43 @@ mod tests {
     }
 
     #[test]
+    fn services_link_only_when_asked() {
+        let plain = render(
+            ServerKind::InspIRCd,
+            &opts(),
+            4242,
+            None,
+            Path::new("/tmp/x"),
+            None,
+        );
+        assert!(!plain.contains("spanningtree"));
+        let linked = render(
+            ServerKind::InspIRCd,
+            &opts(),
+            4242,
+            Some(4343),
+            Path::new("/tmp/x"),
+            None,
+        );
+        assert!(linked.contains(r#"<bind address="127.0.0.1" port="4343" type="servers">"#));
+        assert!(linked.contains(r#"<link name="services.test" ipaddr="127.0.0.1" port="4343""#));
+        assert!(linked.contains(r#"<sasl target="services.test""#));
+        let atheme = render_atheme(4343);
+        assert!(atheme.contains("\tport = 4343;\n"));
+        assert!(atheme.contains(&format!("\tpassword = \"{LINK_PASSWORD}\";\n")));
+        assert!(linked.contains(&format!(r#"sendpass="{LINK_PASSWORD}""#)));
+    }
+
+    #[test]
     fn ngircd_defaults_and_options() {
-        let conf = render(ServerKind::NgIRCd, &opts(), 4242, Path::new("/tmp/x"), None);
+        let conf = render(
+            ServerKind::NgIRCd,
+            &opts(),
+            4242,
+            None,
+            Path::new("/tmp/x"),
+            None,
+        );
         assert!(conf.contains("\tPorts = 4242\n"));
         assert!(conf.contains("\tMaxPenaltyTime = 0\n"));
         assert!(conf.contains("MaxConnectionsIP = 0"));
@@ -269,6 +341,7 @@ mod tests {
             ServerKind::NgIRCd,
             &options,
             4242,
+            None,
             Path::new("/tmp/x"),
             None,
         );
@@ -284,12 +357,26 @@ mod tests {
             tls: true,
             ..opts()
         };
-        let conf = render(ServerKind::InspIRCd, &options, 4242, dir.path(), Some(&tls));
+        let conf = render(
+            ServerKind::InspIRCd,
+            &options,
+            4242,
+            None,
+            dir.path(),
+            Some(&tls),
+        );
         assert_eq!(conf.matches("<module name=\"ssl_gnutls\">").count(), 1);
         assert_eq!(conf.matches("<sslprofile name=\"testkit\"").count(), 1);
         assert!(conf.contains(r#"port="4242" type="clients" sslprofile="testkit">"#));
 
-        let conf = render(ServerKind::NgIRCd, &options, 4242, dir.path(), Some(&tls));
+        let conf = render(
+            ServerKind::NgIRCd,
+            &options,
+            4242,
+            None,
+            dir.path(),
+            Some(&tls),
+        );
         assert_eq!(conf.matches("\n[SSL]\n").count(), 1);
         assert_eq!(
             conf.matches("\tPorts = 4242\n").count(),

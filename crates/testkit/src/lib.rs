@@ -3,7 +3,9 @@
 //!
 //! - [`IrcServer`] runs a Debian-packaged InspIRCd 3 or ngIRCd on `127.0.0.1` with the
 //!   kit's config (relaxed flood control, no DNS/ident, optional TLS with a throwaway CA),
-//!   and can kill, stop and restart it on the same port for fault tests.
+//!   and can kill, stop and restart it on the same port for fault tests. InspIRCd can run
+//!   with Atheme services linked (`ServerOptions { services: true, .. }`), for SASL PLAIN
+//!   against real NickServ accounts ([`IrcServer::register_account`]).
 //! - [`Human`] is a raw-socket IRC client (RFC 1459/2812, no IRC crate) that registers,
 //!   joins, talks, and lets a test wait for and inspect what the server sent.
 //! - [`Line`] is the parsed view of one received line.
@@ -36,6 +38,7 @@ mod config;
 mod human;
 mod line;
 mod server;
+mod services;
 mod tls;
 
 pub use human::{ConnectError, Human, JOIN_TIMEOUT, REGISTER_TIMEOUT};

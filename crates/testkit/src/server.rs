@@ -4,6 +4,7 @@
 //! 127.0.0.1, runs the Debian-packaged binary in the foreground with stdout/stderr going to
 //! `server.log` in that dir, and returns once the server has logged that it is ready. The
 //! process is killed when the [`IrcServer`] is dropped, and the temp dir is removed.
+//! With [`ServerOptions::services`], Atheme services run alongside (see `services.rs`).
 //! See `../shared/irc/README.md` for the measurements behind the settings used here.
 
 use std::fmt;
@@ -16,6 +17,8 @@ use tempfile::TempDir;
 use tokio_rustls::rustls::pki_types::CertificateDer;
 
 use crate::config;
+use crate::human::Human;
+use crate::services::{self, Services};
 use crate::tls::TlsFiles;
 
 /// How long a started server may take to log its ready line (both take ~10-20 ms).
@@ -26,8 +29,10 @@ const PORT_ATTEMPTS: usize = 5;
 const RESTART_BIND_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long [`IrcServer::stop`] waits after SIGTERM before it sends SIGKILL.
 const STOP_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long [`IrcServer::register_account`] waits for NickServ's answer.
+const REGISTER_ACCOUNT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How often the log file and the process are polled while waiting.
-const POLL: Duration = Duration::from_millis(5);
+pub(crate) const POLL: Duration = Duration::from_millis(5);
 
 /// The name of the file (in the temp dir) that gets the server's stdout and stderr.
 const LOG_FILE: &str = "server.log";
@@ -142,6 +147,13 @@ pub struct ServerOptions {
     /// is read at about 20 KB/s. To push lines fast, write blocks of under 10 KiB and wait
     /// for the reply to a `PING` at the end of each.
     pub unthrottled: bool,
+    /// InspIRCd only: also run Atheme services (`atheme-services`, from the Debian package
+    /// of that name) linked to the server over a second loopback port, so that clients can
+    /// register accounts ([`IrcServer::register_account`]) and log in with SASL PLAIN.
+    /// [`IrcServer::start`] returns once the link is up; the server offers the `sasl` cap
+    /// only while it is. [`IrcServer::kill`] and [`IrcServer::stop`] stop the services
+    /// too, [`IrcServer::restart`] brings both back with the accounts registered so far.
+    pub services: bool,
 }
 
 impl Default for ServerOptions {
@@ -153,6 +165,7 @@ impl Default for ServerOptions {
             history: true,
             nicklen: None,
             unthrottled: false,
+            services: false,
         }
     }
 }
@@ -167,21 +180,32 @@ pub struct IrcServer {
     options: ServerOptions,
     binary: PathBuf,
     port: u16,
+    /// The port Atheme links to, with services.
+    link_port: Option<u16>,
     tls: Option<TlsFiles>,
     child: Option<Child>,
-    // Last field: dropped after `Drop::drop` has killed the process.
+    /// Killed on drop, after the server (see `Drop::drop`).
+    services: Option<Services>,
+    // Last field: dropped after `Drop::drop` has killed the processes.
     dir: TempDir,
 }
 
 impl IrcServer {
-    /// Starts a server and waits (at most 10 s) until it is ready to accept clients.
+    /// Starts a server and waits (at most 10 s) until it is ready to accept clients, and
+    /// with [`ServerOptions::services`] (at most 10 s more) until the services have linked.
     ///
     /// # Panics
-    /// If the binary is not installed (`inspircd not found: apt-get install inspircd`), if
-    /// the server fails to start or does not become ready in time, or if 5 fresh ports in
-    /// a row are lost to other processes.
+    /// If the binary is not installed (`inspircd not found: apt-get install inspircd`, and
+    /// likewise for `atheme-services` with services), if services are asked of ngIRCd, if
+    /// the server or the services fail to start or do not become ready in time, or if 5
+    /// fresh ports in a row are lost to other processes.
     pub async fn start(kind: ServerKind, options: ServerOptions) -> IrcServer {
-        let binary = find_binary(kind);
+        assert!(
+            !options.services || kind == ServerKind::InspIRCd,
+            "ServerOptions::services needs InspIRCd: the kit links Atheme to InspIRCd only, not to {kind}"
+        );
+        let binary = find_binary(kind.binary_name());
+        let atheme = options.services.then(|| find_binary("atheme-services"));
         let dir = tempfile::Builder::new()
             .prefix(&format!("testkit-{}-", kind.binary_name()))
             .tempdir()
@@ -196,16 +220,24 @@ impl IrcServer {
             options,
             binary,
             port: 0,
+            link_port: None,
             tls,
             child: None,
+            services: None,
             dir,
         };
         for _ in 0..PORT_ATTEMPTS {
             server.port = free_port();
+            server.link_port = atheme.is_some().then(|| free_port_except(server.port));
             server.write_config();
             match server.launch().await {
                 Ok(child) => {
                     server.child = Some(child);
+                    if let (Some(atheme), Some(link_port)) = (atheme, server.link_port) {
+                        let services = Services::new(atheme, server.dir.path(), link_port);
+                        server.services = Some(services);
+                        server.launch_services().await;
+                    }
                     return server;
                 }
                 // Another process took the port between our probe and the server's bind.
@@ -255,9 +287,9 @@ impl IrcServer {
         self.tls.as_ref().map(|t| &t.ca_der)
     }
 
-    /// The server's output so far (stdout/stderr of every run, including restarts), and
-    /// for InspIRCd also its own log file (which is buffered, so it may lag behind).
-    /// Meant for assertion messages.
+    /// The server's output so far (stdout/stderr of every run, including restarts), for
+    /// InspIRCd also its own log file (which is buffered, so it may lag behind), and with
+    /// services Atheme's log. Meant for assertion messages.
     pub fn log(&self) -> String {
         let mut log = read_lossy(&self.log_path());
         if self.kind == ServerKind::InspIRCd {
@@ -267,41 +299,91 @@ impl IrcServer {
                 log.push_str(&own);
             }
         }
+        if let Some(services) = &self.services {
+            log.push_str(&format!("\n--- {} ---\n", services::LOG_FILE));
+            log.push_str(&services.log());
+        }
         log
     }
 
+    /// Registers `account` with NickServ as a user would: a [`Human`] with the nick
+    /// `account` sends `REGISTER <password> <account>@example.com`, waits (at most 10 s)
+    /// for NickServ's answer, and quits. The account can log in with SASL PLAIN at once
+    /// (e-mail verification is off).
+    ///
+    /// # Panics
+    /// Without [`ServerOptions::services`], or if NickServ refuses: the account exists, or
+    /// the password is too weak (Atheme wants at least 5 characters, not the account name,
+    /// no spaces). The message quotes NickServ's answer.
+    pub async fn register_account(&self, account: &str, password: &str) {
+        self.expect_services("register_account");
+        let human = Human::connect(self, account).await;
+        human
+            .privmsg(
+                "NickServ",
+                &format!("REGISTER {password} {account}@example.com"),
+            )
+            .await;
+        let answer = human
+            .expect(
+                |l| l.is_from("NickServ", "NOTICE"),
+                REGISTER_ACCOUNT_TIMEOUT,
+            )
+            .await;
+        // Atheme puts names in bold (^B): keep the words only.
+        let text: String = answer
+            .trailing()
+            .unwrap_or_default()
+            .chars()
+            .filter(|c| !c.is_control())
+            .collect();
+        assert!(
+            text.contains(&format!("{account} is now registered")),
+            "NickServ did not register {account}: {text}"
+        );
+        human.quit().await;
+    }
+
+    /// How many SASL authentications clients have started with the services so far: one
+    /// per `AUTHENTICATE <mechanism>`, whatever its outcome, counted in Atheme's log. For
+    /// asserting that a client does not retry a failed login.
+    ///
+    /// # Panics
+    /// Without [`ServerOptions::services`].
+    pub fn sasl_attempts(&self) -> usize {
+        services::sasl_starts(&self.expect_services("sasl_attempts").log())
+    }
+
     /// Kills the server with SIGKILL and waits for it to exit: every client connection
-    /// drops at once, without an ERROR line. Does nothing if it is not running.
+    /// drops at once, without an ERROR line. Then stops the services, if any, with
+    /// SIGTERM (so they keep their accounts). Does nothing if it is not running.
     pub async fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             reap(&mut child, STOP_TIMEOUT).await;
         }
+        self.stop_services().await;
     }
 
     /// Stops the server with SIGTERM and waits (at most 5 s, then SIGKILL). Clients get an
     /// ERROR line first. The exit status is not checked: InspIRCd exits 10 on SIGTERM, and
-    /// with TLS loaded it even segfaults while unloading modules. Does nothing if it is
-    /// not running.
+    /// with TLS loaded it even segfaults while unloading modules. Then stops the services,
+    /// if any, the same way. Does nothing if it is not running.
     pub async fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {
-            let pid = libc::pid_t::try_from(child.id()).expect("pid fits pid_t");
-            // SAFETY: plain kill(2) on our own child, which has not been reaped yet (so the
-            // pid cannot have been reused).
-            unsafe { libc::kill(pid, libc::SIGTERM) };
-            if reap(&mut child, STOP_TIMEOUT).await.is_none() {
-                let _ = child.kill();
-                reap(&mut child, STOP_TIMEOUT).await;
-            }
+            terminate(&mut child).await;
         }
+        self.stop_services().await;
     }
 
     /// Starts the server again on the same port with the same config (and certificate),
     /// killing it first if it still runs. For fault tests: kill the server mid-conversation,
-    /// then bring it back. Retries for up to 5 s while the port cannot be bound yet.
+    /// then bring it back. Retries for up to 5 s while the port cannot be bound yet. With
+    /// services, starts them again too (with their accounts) and waits until they have
+    /// linked.
     ///
     /// # Panics
-    /// If the server does not come back within that time.
+    /// If the server (or the services) do not come back within that time.
     pub async fn restart(&mut self) {
         self.kill().await;
         let deadline = Instant::now() + RESTART_BIND_TIMEOUT;
@@ -309,6 +391,7 @@ impl IrcServer {
             match self.launch().await {
                 Ok(child) => {
                     self.child = Some(child);
+                    self.launch_services().await;
                     return;
                 }
                 Err(Launch::BindFailed) if Instant::now() < deadline => {
@@ -323,6 +406,27 @@ impl IrcServer {
         }
     }
 
+    /// Starts the services (if any) and waits until they have linked to the running server.
+    async fn launch_services(&mut self) {
+        if let Some(services) = &mut self.services
+            && let Err(why) = services.launch().await
+        {
+            self.fail(&why);
+        }
+    }
+
+    async fn stop_services(&mut self) {
+        if let Some(services) = &mut self.services {
+            services.stop().await;
+        }
+    }
+
+    fn expect_services(&self, what: &str) -> &Services {
+        self.services.as_ref().unwrap_or_else(|| {
+            panic!("IrcServer::{what} needs services: start with ServerOptions {{ services: true, .. }}")
+        })
+    }
+
     fn log_path(&self) -> PathBuf {
         self.dir.path().join(LOG_FILE)
     }
@@ -332,6 +436,7 @@ impl IrcServer {
             self.kind,
             &self.options,
             self.port,
+            self.link_port,
             self.dir.path(),
             self.tls.as_ref(),
         );
@@ -419,9 +524,9 @@ enum Launch {
     Failed(String),
 }
 
-/// The server binary: `/usr/sbin/<name>` as Debian installs it, else the first on `$PATH`.
-fn find_binary(kind: ServerKind) -> PathBuf {
-    let name = kind.binary_name();
+/// A binary of the Debian package of the same name: `/usr/sbin/<name>` as Debian installs
+/// the servers, else the first on `$PATH` (`atheme-services` is in `/usr/bin`).
+fn find_binary(name: &str) -> PathBuf {
     let sbin = Path::new("/usr/sbin").join(name);
     if sbin.is_file() {
         return sbin;
@@ -442,8 +547,30 @@ fn free_port() -> u16 {
         .port()
 }
 
+/// A free port (see [`free_port`]) other than `taken`.
+fn free_port_except(taken: u16) -> u16 {
+    loop {
+        let port = free_port();
+        if port != taken {
+            return port;
+        }
+    }
+}
+
+/// Sends SIGTERM to `child` and waits (at most 5 s, then SIGKILL) for it to exit.
+pub(crate) async fn terminate(child: &mut Child) {
+    let pid = libc::pid_t::try_from(child.id()).expect("pid fits pid_t");
+    // SAFETY: plain kill(2) on our own child, which has not been reaped yet (so the pid
+    // cannot have been reused).
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    if reap(child, STOP_TIMEOUT).await.is_none() {
+        let _ = child.kill();
+        reap(child, STOP_TIMEOUT).await;
+    }
+}
+
 /// Waits (polling, without blocking the runtime) for `child` to exit.
-async fn reap(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
+pub(crate) async fn reap(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
     let deadline = Instant::now() + timeout;
     loop {
         match child.try_wait() {
@@ -459,7 +586,7 @@ fn read_lossy(path: &Path) -> String {
 }
 
 /// The file's contents from byte `offset` on, lossily decoded; empty if it is unreadable.
-fn read_from(path: &Path, offset: usize) -> String {
+pub(crate) fn read_from(path: &Path, offset: usize) -> String {
     let bytes = std::fs::read(path).unwrap_or_default();
     String::from_utf8_lossy(bytes.get(offset..).unwrap_or_default()).into_owned()
 }
