@@ -18,7 +18,7 @@ use switchboard_chat::{
 };
 use switchboard_docs::DocsConfig;
 use switchboard_toolkit::{
-    CatalogConfig, CommandsConfig, PromptConfig, TemplateConfig, ToolkitConfig,
+    CatalogConfig, CommandsConfig, PromptConfig, TemplateConfig, Toolkit, ToolkitConfig,
 };
 
 use crate::cli::ServeArgs;
@@ -486,21 +486,21 @@ impl Config {
         self.docs
             .validate()
             .map_err(|e| invalid(e.key, e.message))?;
-        self.toolkit()
-            .validate(&self.base_dir)
-            .map_err(|e| invalid(e.key(), e.message()))?;
         Ok(())
     }
 
-    /// The `[[catalog]]`, `[[templates]]`, `[commands]` and `[[prompts]]`
-    /// sections, as the toolkit crate takes them.
-    pub fn toolkit(&self) -> ToolkitConfig {
+    /// Builds the `[[catalog]]`, `[[templates]]`, `[commands]` and
+    /// `[[prompts]]` sections. Building them is what checks them, so it is
+    /// done once, by `serve`, before anything is opened or started.
+    pub fn build_toolkit(&self) -> Result<Toolkit, ConfigError> {
         ToolkitConfig {
             catalog: self.catalog.clone(),
             templates: self.templates.clone(),
             commands: self.commands.clone(),
             prompts: self.prompts.clone(),
         }
+        .build(&self.base_dir)
+        .map_err(|e| invalid(e.key(), e.message()))
     }
 
     fn validate_irc(&self, env: &dyn Fn(&str) -> Option<String>) -> Result<(), ConfigError> {

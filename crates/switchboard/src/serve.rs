@@ -12,7 +12,7 @@ use switchboard_chat::{
     ChatBackend, ChatLimits, ChatTools, History, LocalHub, Location, irc::IrcBackend,
 };
 use switchboard_docs::DocsTools;
-use switchboard_toolkit::PromptTools;
+use switchboard_toolkit::Toolkit;
 use switchboard_toolset::{Caller, PromptSource, Registry, ResourceSource, Toolset};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
@@ -31,6 +31,9 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 pub fn run(config: Config) -> anyhow::Result<()> {
     let env = |name: &str| std::env::var(name).ok();
     logging::init(&config.log.level, config.log.file.as_deref())?;
+    // Config errors of the toolkit sections surface here, before anything
+    // is opened or connected.
+    let toolkit = config.build_toolkit()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("switchboard")
@@ -46,7 +49,7 @@ pub fn run(config: Config) -> anyhow::Result<()> {
     } else {
         None
     };
-    let result = runtime.block_on(serve(&config, history.as_ref(), &env));
+    let result = runtime.block_on(serve(&config, toolkit, history.as_ref(), &env));
     if let Some(history) = history {
         history.close();
     }
@@ -59,6 +62,7 @@ pub fn run(config: Config) -> anyhow::Result<()> {
 /// connections here.
 fn registry(
     config: &Config,
+    toolkit: Toolkit,
     history: Option<&History>,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> anyhow::Result<Registry> {
@@ -86,10 +90,9 @@ fn registry(
         sets.push(docs.clone());
         resources.push(docs);
     }
-    let toolkit = config.toolkit();
-    sets.extend(toolkit.toolsets(&config.base_dir)?);
-    if !toolkit.prompts.is_empty() {
-        prompts.push(Arc::new(PromptTools::new(&toolkit.prompts)?));
+    sets.extend(toolkit.toolsets);
+    if let Some(toolkit_prompts) = toolkit.prompts {
+        prompts.push(toolkit_prompts);
     }
     // Tool names come from the config, so a clash is a config error (exit 2).
     Registry::with_sources(sets, resources, prompts).map_err(|e| {
@@ -103,10 +106,11 @@ fn registry(
 
 async fn serve(
     config: &Config,
+    toolkit: Toolkit,
     history: Option<&History>,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> anyhow::Result<()> {
-    let registry = registry(config, history, env)?;
+    let registry = registry(config, toolkit, history, env)?;
     let instructions = config
         .instructions
         .clone()

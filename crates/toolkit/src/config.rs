@@ -3,8 +3,7 @@
 //!
 //! They are plain serde structs that deny unknown keys, so a misspelt key is
 //! reported instead of silently ignored. Deserialising checks shapes only;
-//! [`ToolkitConfig::validate`] (and the toolsets' constructors, which run the
-//! same checks) checks meaning — placeholders against schemas, template
+//! [`ToolkitConfig::build`] (the toolsets' constructors) checks meaning — placeholders against schemas, template
 //! syntax, files — and its errors name the key, e.g.
 //! `commands.actions[2].argv[3]: unknown placeholder {nme}`.
 //!
@@ -16,7 +15,7 @@ use std::{collections::BTreeMap, fmt, path::Path, path::PathBuf, sync::Arc};
 use serde::{Deserialize, Deserializer, de};
 use switchboard_toolset::{JsonObject, Toolset};
 
-use crate::{CatalogTools, CommandTools, TemplateTools};
+use crate::{CatalogTools, CommandTools, PromptTools, TemplateTools};
 
 /// A config value that cannot work, and where it is.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -65,33 +64,36 @@ pub struct ToolkitConfig {
     pub prompts: Vec<crate::PromptConfig>,
 }
 
-impl ToolkitConfig {
-    /// Checks every section as the toolsets' constructors would, without
-    /// running anything. `profile_dir` is where relative paths start.
-    pub fn validate(&self, profile_dir: &Path) -> Result<(), ConfigError> {
-        CatalogTools::new(&self.catalog)?;
-        TemplateTools::new(&self.templates, profile_dir)?;
-        if let Some(commands) = &self.commands {
-            CommandTools::new(commands, profile_dir)?;
-        }
-        crate::PromptTools::new(&self.prompts)?;
-        Ok(())
-    }
+/// What a [`ToolkitConfig`] declares, built.
+pub struct Toolkit {
+    /// One toolset per non-empty section.
+    pub toolsets: Vec<Arc<dyn Toolset>>,
+    /// The `[[prompts]]`, when there are any.
+    pub prompts: Option<Arc<PromptTools>>,
+}
 
-    /// Builds one toolset per non-empty section. The commands toolset takes
-    /// switchboard's own environment (see [`CommandTools::new`]).
-    pub fn toolsets(&self, profile_dir: &Path) -> Result<Vec<Arc<dyn Toolset>>, ConfigError> {
-        let mut sets: Vec<Arc<dyn Toolset>> = Vec::new();
+impl ToolkitConfig {
+    /// Builds every section; building is checking (placeholders, template
+    /// syntax, files), and nothing runs. `profile_dir` is where relative
+    /// paths start. The commands toolset takes switchboard's own environment
+    /// (see [`CommandTools::new`]).
+    pub fn build(&self, profile_dir: &Path) -> Result<Toolkit, ConfigError> {
+        let mut toolsets: Vec<Arc<dyn Toolset>> = Vec::new();
         if !self.catalog.is_empty() {
-            sets.push(Arc::new(CatalogTools::new(&self.catalog)?));
+            toolsets.push(Arc::new(CatalogTools::new(&self.catalog)?));
         }
         if !self.templates.is_empty() {
-            sets.push(Arc::new(TemplateTools::new(&self.templates, profile_dir)?));
+            toolsets.push(Arc::new(TemplateTools::new(&self.templates, profile_dir)?));
         }
         if let Some(commands) = &self.commands {
-            sets.push(Arc::new(CommandTools::new(commands, profile_dir)?));
+            toolsets.push(Arc::new(CommandTools::new(commands, profile_dir)?));
         }
-        Ok(sets)
+        let prompts = if self.prompts.is_empty() {
+            None
+        } else {
+            Some(Arc::new(PromptTools::new(&self.prompts)?))
+        };
+        Ok(Toolkit { toolsets, prompts })
     }
 }
 

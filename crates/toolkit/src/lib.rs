@@ -27,7 +27,7 @@ pub use catalog::CatalogTools;
 pub use commands::CommandTools;
 pub use config::{
     ActionConfig, ActionKind, ArgRule, ArgTemplate, CaseConfig, CatalogConfig, CatalogEntry,
-    CommandsConfig, ConfigError, TemplateConfig, ToolkitConfig,
+    CommandsConfig, ConfigError, TemplateConfig, Toolkit, ToolkitConfig,
 };
 pub use prompts::{PromptArgumentConfig, PromptConfig, PromptTools};
 pub use templates::TemplateTools;

@@ -99,8 +99,9 @@ impl Fixture {
 #[test]
 fn the_fixture_declares_the_eleven_tools_with_honest_annotations() {
     let config = config();
-    config.validate(&fixtures()).unwrap();
-    let sets = config.toolsets(&fixtures()).unwrap();
+    let toolkit = config.build(&fixtures()).unwrap();
+    assert_eq!(toolkit.prompts.iter().count(), 1);
+    let sets = toolkit.toolsets;
     let tools: Vec<_> = sets.iter().flat_map(|s| s.tools()).collect();
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
     assert_eq!(
