@@ -120,7 +120,7 @@ async fn a_refused_login_is_reported_once(account: &str, password: &str) {
     let server = network().await;
     server.register_account(ACCOUNT, PASSWORD).await;
     let bridge = Bridge::start(&server, account, password).await;
-    let refused = format!("SASL authentication failed for account {account}");
+    let refused = format!("cannot log in to the IRC network as account {account} (SASL PLAIN)");
 
     let result = call(
         &bridge.client,

@@ -103,7 +103,7 @@ pub enum ConnError {
     #[error("the IRC server refused the nick {nick}: {reason}")]
     BadNick { nick: String, reason: String },
     #[error(
-        "SASL authentication failed for account {account}: {reason}; check the account and password"
+        "cannot log in to the IRC network as account {account} (SASL PLAIN): {reason}; check the account and password"
     )]
     SaslFailed { account: String, reason: String },
     #[error(
