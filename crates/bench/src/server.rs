@@ -11,31 +11,12 @@ use std::{
 };
 
 use anyhow::{Context, bail};
+use switchboard_testkit::process::ISOLATED_ENV;
 use tokio::{
     io::{AsyncBufReadExt, BufReader},
     process::{Child, ChildStderr},
     sync::oneshot,
 };
-
-/// Variables that would change how the binary behaves if the person running
-/// the benchmark happens to have them set.
-const ISOLATED_ENV: &[&str] = &[
-    "SWITCHBOARD_CONFIG",
-    "SWITCHBOARD_DATA_DIR",
-    "SWITCHBOARD_HTTP",
-    "SWITCHBOARD_HTTP_TOKEN",
-    "SWITCHBOARD_LOG",
-    "SWITCHBOARD_LOG_FILE",
-    "TRANSPORT_TYPE",
-    "MCP_PORT",
-    "IRC_SERVER",
-    "IRC_PORT",
-    "IRC_NICK",
-    "SWITCHBOARD_SHIM_LOG",
-    "SWITCHBOARD_SHIM_CONNECT_TIMEOUT_MS",
-    "SWITCHBOARD_SHIM_LIST_TIMEOUT_MS",
-    "SWITCHBOARD_SHIM_CALL_TIMEOUT_MS",
-];
 
 /// What a server logs once it serves HTTP (the address follows) and once it
 /// serves its relay socket (the path follows).

@@ -13,6 +13,7 @@ use common::{Client, call, command, is_error, stdio_client_with, text};
 use docs_site::TestSite;
 use rmcp::model::{GetPromptRequestParams, ProtocolVersion, ReadResourceRequestParams};
 use serde_json::{Value, json};
+use switchboard_testkit::process::wait_gone;
 
 /// The 13 tools of @imqueue/mcp, in the profile's order.
 const IMQUEUE_TOOLS: [&str; 13] = [
@@ -287,7 +288,7 @@ async fn a_hung_cli_is_killed_with_its_process_group() {
         .parse()
         .unwrap();
     assert!(
-        gone_within(pid, Duration::from_secs(5)),
+        wait_gone(pid, Duration::from_secs(5)),
         "grandchild {pid} was left running"
     );
 }
@@ -377,21 +378,4 @@ async fn profile_errors_exit_2_naming_the_problem() {
         assert!(stderr.contains(expected), "{args:?}: {stderr}");
         assert!(output.stdout.is_empty());
     }
-}
-
-fn gone_within(pid: i32, limit: Duration) -> bool {
-    let gone = || {
-        std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| {
-            stat.rsplit_once(") ")
-                .is_some_and(|(_, rest)| rest.starts_with(['Z', 'X']))
-        })
-    };
-    let start = std::time::Instant::now();
-    while start.elapsed() < limit {
-        if gone() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    gone()
 }

@@ -9,6 +9,8 @@
 //! - [`Human`] is a raw-socket IRC client (RFC 1459/2812, no IRC crate) that registers,
 //!   joins, talks, and lets a test wait for and inspect what the server sent.
 //! - [`Line`] is the parsed view of one received line.
+//! - [`process`] has the environment to clear when running switchboard's binaries, and
+//!   waiting for a process to end.
 //!
 //! A missing server binary is a test failure (a panic telling what to install), never a
 //! skip. Note that InspIRCd completes registration about 1 s after NICK/USER, so connect
@@ -37,6 +39,7 @@
 mod config;
 mod human;
 mod line;
+pub mod process;
 mod server;
 mod services;
 mod tls;

@@ -9,8 +9,9 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::{call, gone, path_with, read_pid, script, wait_gone};
+use common::{call, path_with, read_pid, script};
 use serde_json::{Value, json};
+use switchboard_testkit::process::{gone, wait_gone};
 use switchboard_toolkit::{CommandTools, CommandsConfig};
 use switchboard_toolset::ToolOutput;
 

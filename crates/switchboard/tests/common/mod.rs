@@ -21,29 +21,13 @@ use rmcp::{
     transport::{StreamableHttpClientTransport, TokioChildProcess},
 };
 use serde_json::Value;
+use switchboard_testkit::process::ISOLATED_ENV;
 use tokio::{
     io::{AsyncBufReadExt, BufReader},
     process::{Child, Command},
 };
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_switchboard");
-
-/// Variables that would change how the binary behaves if the developer
-/// running the tests happens to have them set.
-const ISOLATED_ENV: &[&str] = &[
-    "SWITCHBOARD_CONFIG",
-    "SWITCHBOARD_PROFILE",
-    "SWITCHBOARD_DATA_DIR",
-    "SWITCHBOARD_HTTP",
-    "SWITCHBOARD_HTTP_TOKEN",
-    "SWITCHBOARD_LOG",
-    "SWITCHBOARD_LOG_FILE",
-    "TRANSPORT_TYPE",
-    "MCP_PORT",
-    "IRC_SERVER",
-    "IRC_PORT",
-    "IRC_NICK",
-];
 
 /// A `switchboard serve` command with a clean environment.
 pub fn command(args: &[&str]) -> Command {
@@ -391,14 +375,6 @@ impl SseClient {
 
 // --- the relay socket: `switchboard shim`, `tail`, `say` and the daemon ---
 
-/// Variables that change how `switchboard shim` behaves.
-const SHIM_ENV: &[&str] = &[
-    "SWITCHBOARD_SHIM_LOG",
-    "SWITCHBOARD_SHIM_CONNECT_TIMEOUT_MS",
-    "SWITCHBOARD_SHIM_LIST_TIMEOUT_MS",
-    "SWITCHBOARD_SHIM_CALL_TIMEOUT_MS",
-];
-
 /// A private runtime directory (mode 0700) to give every child as
 /// `XDG_RUNTIME_DIR`, so that no test touches the user's real one.
 pub fn runtime_dir() -> tempfile::TempDir {
@@ -417,7 +393,7 @@ pub fn runtime_dir() -> tempfile::TempDir {
 pub fn switchboard(args: &[&str], runtime: &std::path::Path) -> Command {
     let mut cmd = Command::new(BIN);
     cmd.args(args);
-    for var in ISOLATED_ENV.iter().chain(SHIM_ENV) {
+    for var in ISOLATED_ENV {
         cmd.env_remove(var);
     }
     cmd.env("XDG_RUNTIME_DIR", runtime);
@@ -444,9 +420,6 @@ impl Daemon {
         }
         all.extend_from_slice(args);
         let mut cmd = command(&all);
-        for var in SHIM_ENV {
-            cmd.env_remove(var);
-        }
         cmd.env("XDG_RUNTIME_DIR", runtime);
         let mut child = cmd
             .stdin(Stdio::null())

@@ -55,28 +55,6 @@ pub const RECORD: &str = r#"here=$(cd "$(dirname "$0")" && pwd)
 { for a in "$@"; do printf '%s\n' "$a"; done; printf 'cwd=%s\n--end--\n' "$(pwd)"; } >> "$here/calls.log"
 "#;
 
-/// Whether process `pid` has gone (or is a zombie waiting for a reaper).
-pub fn gone(pid: i32) -> bool {
-    match fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => true,
-        Ok(stat) => stat
-            .rsplit_once(") ")
-            .is_some_and(|(_, rest)| rest.starts_with('Z') || rest.starts_with('X')),
-    }
-}
-
-/// Waits up to `limit` for `pid` to be gone.
-pub fn wait_gone(pid: i32, limit: Duration) -> bool {
-    let start = Instant::now();
-    while start.elapsed() < limit {
-        if gone(pid) {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    gone(pid)
-}
-
 /// Reads a pid a fake wrote to `file`, waiting for it to appear.
 pub fn read_pid(file: &Path) -> i32 {
     let start = Instant::now();
