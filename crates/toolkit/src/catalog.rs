@@ -10,11 +10,13 @@ use std::{collections::HashMap, sync::Arc};
 
 use serde_json::{Value, json};
 use switchboard_toolset::{
-    Caller, JsonObject, Tool, ToolAnnotations, ToolError, ToolFuture, ToolOutput, Toolset,
-    object_schema,
+    Caller, JsonObject, Tool, ToolError, ToolFuture, ToolOutput, Toolset, object_schema,
 };
 
-use crate::config::{CatalogConfig, CatalogEntry, ConfigError, NameSet, check_not_blank};
+use crate::{
+    config::{CatalogConfig, CatalogEntry, ConfigError, NameSet, check_not_blank},
+    declared_reader,
+};
 
 /// The catalog tools of one config.
 pub struct CatalogTools {
@@ -38,23 +40,13 @@ impl CatalogTools {
             names.claim(&format!("{key}.tool"), &config.tool)?;
             check_not_blank(&format!("{key}.description"), &config.description)?;
             check_entries(&key, &config.entries)?;
-            let mut tool = Tool::new(
-                config.tool.clone(),
-                config.description.clone(),
+            tools.push(declared_reader(
+                &config.tool,
+                &config.description,
+                config.title.as_deref(),
                 object_schema(json!({}), &[]),
-            )
-            .with_raw_output_schema(output_schema())
-            .with_annotations(
-                ToolAnnotations::new()
-                    .read_only(true)
-                    .destructive(false)
-                    .idempotent(true)
-                    .open_world(false),
-            );
-            if let Some(title) = &config.title {
-                tool = tool.with_title(title.clone());
-            }
-            tools.push(tool);
+                output_schema(),
+            ));
             by_name.insert(
                 config.tool.clone(),
                 Catalog {

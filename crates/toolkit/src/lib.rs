@@ -31,3 +31,29 @@ pub use config::{
 };
 pub use prompts::{PromptArgumentConfig, PromptConfig, PromptTools};
 pub use templates::TemplateTools;
+
+use switchboard_toolset::{JsonObject, Tool, ToolAnnotations};
+
+/// A tool that only reads what the config declares (a catalog, a template):
+/// read-only, idempotent, closed-world, with the config's title if any.
+fn declared_reader(
+    name: &str,
+    description: &str,
+    title: Option<&str>,
+    input: std::sync::Arc<JsonObject>,
+    output: std::sync::Arc<JsonObject>,
+) -> Tool {
+    let tool = Tool::new(name.to_owned(), description.to_owned(), input)
+        .with_raw_output_schema(output)
+        .with_annotations(
+            ToolAnnotations::new()
+                .read_only(true)
+                .destructive(false)
+                .idempotent(true)
+                .open_world(false),
+        );
+    match title {
+        Some(title) => tool.with_title(title.to_owned()),
+        None => tool,
+    }
+}

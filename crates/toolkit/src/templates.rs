@@ -29,12 +29,11 @@ use std::{
 
 use minijinja::{AutoEscape, Environment, ErrorKind, UndefinedBehavior, syntax::SyntaxConfig};
 use serde_json::{Value, json};
-use switchboard_toolset::{
-    Caller, JsonObject, Tool, ToolAnnotations, ToolError, ToolFuture, ToolOutput, Toolset,
-};
+use switchboard_toolset::{Caller, JsonObject, Tool, ToolError, ToolFuture, ToolOutput, Toolset};
 
 use crate::{
     config::{ConfigError, NameSet, TemplateConfig, check_not_blank},
+    declared_reader,
     schema::InputSchema,
 };
 
@@ -134,23 +133,13 @@ impl TemplateTools {
                 }
                 None => None,
             };
-            let mut tool = Tool::new(
-                config.tool.clone(),
-                config.description.clone(),
+            tools.push(declared_reader(
+                &config.tool,
+                &config.description,
+                config.title.as_deref(),
                 schema.exposed(),
-            )
-            .with_raw_output_schema(output_schema())
-            .with_annotations(
-                ToolAnnotations::new()
-                    .read_only(true)
-                    .destructive(false)
-                    .idempotent(true)
-                    .open_world(false),
-            );
-            if let Some(title) = &config.title {
-                tool = tool.with_title(title.clone());
-            }
-            tools.push(tool);
+                output_schema(),
+            ));
             by_name.insert(
                 config.tool.clone(),
                 TemplateTool {

@@ -778,14 +778,10 @@ impl Session {
                                     .collect();
                                 if identity.sasl.is_some() {
                                     if !offered.contains_key("sasl") {
-                                        return Err(ConnError::SaslFailed {
-                                            account: identity
-                                                .sasl
-                                                .as_ref()
-                                                .map(|s| s.account.clone())
-                                                .unwrap_or_default(),
-                                            reason: "the server does not offer SASL".into(),
-                                        });
+                                        return Err(sasl_failed(
+                                            identity,
+                                            "the server does not offer SASL",
+                                        ));
                                     }
                                     request.push("sasl");
                                 }
@@ -811,14 +807,10 @@ impl Session {
                         }
                         "NAK" => {
                             if identity.sasl.is_some() && list.split(' ').any(|c| c == "sasl") {
-                                return Err(ConnError::SaslFailed {
-                                    account: identity
-                                        .sasl
-                                        .as_ref()
-                                        .map(|s| s.account.clone())
-                                        .unwrap_or_default(),
-                                    reason: "the server refused the sasl capability".into(),
-                                });
+                                return Err(sasl_failed(
+                                    identity,
+                                    "the server refused the sasl capability",
+                                ));
                             }
                             self.write_now("CAP END\r\n").await?;
                         }
@@ -844,14 +836,10 @@ impl Session {
                     | Response::ERR_SASLTOOLONG
                     | Response::ERR_SASLABORT
                     | Response::ERR_NICKLOCKED => {
-                        return Err(ConnError::SaslFailed {
-                            account: identity
-                                .sasl
-                                .as_ref()
-                                .map(|s| s.account.clone())
-                                .unwrap_or_default(),
-                            reason: params.last().cloned().unwrap_or_default(),
-                        });
+                        return Err(sasl_failed(
+                            identity,
+                            params.last().cloned().unwrap_or_default(),
+                        ));
                     }
                     Response::ERR_NICKNAMEINUSE
                     | Response::ERR_NICKCOLLISION
@@ -1071,6 +1059,18 @@ impl Session {
 
 fn unsafe_param(e: wire::UnsafeParam) -> ConnError {
     ConnError::Unsafe(e.to_string())
+}
+
+/// The SASL login of `identity` failed, for `reason`.
+fn sasl_failed(identity: &Identity, reason: impl Into<String>) -> ConnError {
+    ConnError::SaslFailed {
+        account: identity
+            .sasl
+            .as_ref()
+            .map(|s| s.account.clone())
+            .unwrap_or_default(),
+        reason: reason.into(),
+    }
 }
 
 /// `AUTHENTICATE` payloads for SASL PLAIN: base64 of
