@@ -195,6 +195,11 @@ mod tests {
         ServerOptions::default()
     }
 
+    /// The config on port 4242, in /tmp/x, without TLS.
+    fn config_for(kind: ServerKind, options: &ServerOptions, link_port: Option<u16>) -> String {
+        render(kind, options, 4242, link_port, Path::new("/tmp/x"), None)
+    }
+
     #[test]
     fn finds_placeholders_but_not_emails() {
         assert_eq!(placeholders("a @PORT@ b @DIR@/x"), ["PORT", "DIR"]);
@@ -204,14 +209,7 @@ mod tests {
 
     #[test]
     fn inspircd_defaults_are_relaxed() {
-        let conf = render(
-            ServerKind::InspIRCd,
-            &opts(),
-            4242,
-            None,
-            Path::new("/tmp/x"),
-            None,
-        );
+        let conf = config_for(ServerKind::InspIRCd, &opts(), None);
         assert!(conf.contains(r#"<bind address="127.0.0.1" port="4242" type="clients">"#));
         assert!(conf.contains(r#"threshold="1000""#));
         assert!(conf.contains(r#"localmax="1000""#));
@@ -229,14 +227,7 @@ mod tests {
             nicklen: Some(20),
             ..opts()
         };
-        let conf = render(
-            ServerKind::InspIRCd,
-            &options,
-            4242,
-            None,
-            Path::new("/tmp/x"),
-            None,
-        );
+        let conf = config_for(ServerKind::InspIRCd, &options, None);
         assert!(conf.contains(r#"threshold="10""#));
         assert!(conf.contains(r#"commandrate="1000""#));
         assert!(conf.contains(r#"localmax="2""#));
@@ -247,29 +238,12 @@ mod tests {
 
     #[test]
     fn inspircd_unthrottled_lifts_flood_control_and_the_sendq_limit() {
-        assert!(
-            render(
-                ServerKind::InspIRCd,
-                &opts(),
-                4242,
-                None,
-                Path::new("/tmp/x"),
-                None
-            )
-            .contains(r#"hardsendq="8M""#)
-        );
+        assert!(config_for(ServerKind::InspIRCd, &opts(), None).contains(r#"hardsendq="8M""#));
         let unthrottled = ServerOptions {
             unthrottled: true,
             ..opts()
         };
-        let conf = render(
-            ServerKind::InspIRCd,
-            &unthrottled,
-            4242,
-            None,
-            Path::new("/tmp/x"),
-            None,
-        );
+        let conf = config_for(ServerKind::InspIRCd, &unthrottled, None);
         assert!(conf.contains(r#"threshold="1000000""#));
         assert!(conf.contains(r#"commandrate="1000000000""#));
         assert!(conf.contains(r#"hardsendq="256M""#));
@@ -277,37 +251,16 @@ mod tests {
             stock_flood: true,
             ..unthrottled
         };
-        let conf = render(
-            ServerKind::InspIRCd,
-            &stock_wins,
-            4242,
-            None,
-            Path::new("/tmp/x"),
-            None,
-        );
+        let conf = config_for(ServerKind::InspIRCd, &stock_wins, None);
         assert!(conf.contains(r#"threshold="10""#));
         assert!(conf.contains(r#"hardsendq="8M""#));
     }
 
     #[test]
     fn services_link_only_when_asked() {
-        let plain = render(
-            ServerKind::InspIRCd,
-            &opts(),
-            4242,
-            None,
-            Path::new("/tmp/x"),
-            None,
-        );
+        let plain = config_for(ServerKind::InspIRCd, &opts(), None);
         assert!(!plain.contains("spanningtree"));
-        let linked = render(
-            ServerKind::InspIRCd,
-            &opts(),
-            4242,
-            Some(4343),
-            Path::new("/tmp/x"),
-            None,
-        );
+        let linked = config_for(ServerKind::InspIRCd, &opts(), Some(4343));
         assert!(linked.contains(r#"<bind address="127.0.0.1" port="4343" type="servers">"#));
         assert!(linked.contains(r#"<link name="services.test" ipaddr="127.0.0.1" port="4343""#));
         assert!(linked.contains(r#"<sasl target="services.test""#));
@@ -319,14 +272,7 @@ mod tests {
 
     #[test]
     fn ngircd_defaults_and_options() {
-        let conf = render(
-            ServerKind::NgIRCd,
-            &opts(),
-            4242,
-            None,
-            Path::new("/tmp/x"),
-            None,
-        );
+        let conf = config_for(ServerKind::NgIRCd, &opts(), None);
         assert!(conf.contains("\tPorts = 4242\n"));
         assert!(conf.contains("\tMaxPenaltyTime = 0\n"));
         assert!(conf.contains("MaxConnectionsIP = 0"));
@@ -337,14 +283,7 @@ mod tests {
             max_per_ip: Some(3),
             ..opts()
         };
-        let conf = render(
-            ServerKind::NgIRCd,
-            &options,
-            4242,
-            None,
-            Path::new("/tmp/x"),
-            None,
-        );
+        let conf = config_for(ServerKind::NgIRCd, &options, None);
         assert!(!conf.contains("\tMaxPenaltyTime = 0\n"));
         assert!(conf.contains("MaxConnectionsIP = 3"));
     }
