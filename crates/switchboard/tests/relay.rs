@@ -288,6 +288,15 @@ impl Shim {
 
     /// Closes stdin and waits (bounded) for the exit; returns the status,
     /// every stdout line and stderr.
+    /// Closes stdin and checks the shim ends as it must: exit status 0,
+    /// nothing on stderr, only JSON-RPC on stdout. Returns what it wrote.
+    async fn finish_cleanly(self) -> Vec<Value> {
+        let (status, stdout, stderr) = self.finish().await;
+        assert!(status.success(), "{status:?}");
+        assert_eq!(stderr, "", "the shim wrote to stderr");
+        assert_pure_json_rpc(&stdout)
+    }
+
     async fn finish(mut self) -> (ExitStatus, Vec<Vec<u8>>, String) {
         drop(self.stdin.take());
         let status = tokio::time::timeout(Duration::from_secs(30), self.child.wait())
@@ -563,9 +572,7 @@ async fn initialize_negotiates_and_the_shim_answers_ping_and_json_rpc_errors() {
         assert_eq!(result["protocolVersion"], agreed, "asked {asked:?}");
         assert_eq!(result["serverInfo"]["name"], "switchboard-shim");
         assert_eq!(result["capabilities"]["tools"]["listChanged"], true);
-        let (status, _, stderr) = shim.finish().await;
-        assert!(status.success(), "{status:?}");
-        assert_eq!(stderr, "");
+        shim.finish_cleanly().await;
     }
 
     let mut shim = place.shim(&[]);
@@ -615,10 +622,7 @@ async fn initialize_negotiates_and_the_shim_answers_ping_and_json_rpc_errors() {
     assert_eq!(who["ancestry"][1]["pid"], std::process::id(), "{who}");
 
     let shim_pid = shim.pid();
-    let (status, stdout, stderr) = shim.finish().await;
-    assert!(status.success(), "{status:?}");
-    assert_eq!(stderr, "");
-    let messages = assert_pure_json_rpc(&stdout);
+    let messages = shim.finish_cleanly().await;
     let replies = messages.iter().filter(|m| m.get("id").is_some()).count();
     // initialize, 2 pings, unknown method, parse error, non-object, bad params, whoami.
     assert_eq!(replies, 8, "{messages:?}");
@@ -701,10 +705,7 @@ async fn list_and_call_are_forwarded_and_the_app_validates_arguments() {
         shim.call_ok("echo", json!({"text": "still"})).await,
         "still"
     );
-    let (status, stdout, stderr) = shim.finish().await;
-    assert!(status.success());
-    assert_eq!(stderr, "");
-    assert_pure_json_rpc(&stdout);
+    shim.finish_cleanly().await;
     app.stop().await;
 }
 
@@ -728,10 +729,7 @@ async fn an_app_never_started_still_gives_a_working_session() {
     assert_tool_error(&call, &["dev.test.absent is not running"]);
     assert_eq!(shim.request("ping", json!({})).await["result"], json!({}));
     assert!(!place.cache_file().exists(), "nothing to cache");
-    let (status, stdout, stderr) = shim.finish().await;
-    assert!(status.success());
-    assert_eq!(stderr, "");
-    assert_pure_json_rpc(&stdout);
+    shim.finish_cleanly().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -799,10 +797,7 @@ async fn a_call_that_never_returns_times_out_and_the_shim_stays_healthy() {
         shim.call_ok("slow", json!({"ms": 1200, "tag": "t"})).await,
         "t slept 1200 ms"
     );
-    let (status, stdout, stderr) = shim.finish().await;
-    assert!(status.success());
-    assert_eq!(stderr, "");
-    assert_pure_json_rpc(&stdout);
+    shim.finish_cleanly().await;
     app.stop().await;
 }
 
@@ -858,10 +853,7 @@ async fn a_restarted_app_is_redialled_and_its_changes_are_announced() {
     );
     assert!(!shim.tool_names().await.contains(&"extra".to_owned()));
 
-    let (status, stdout, stderr) = shim.finish().await;
-    assert!(status.success());
-    assert_eq!(stderr, "");
-    assert_pure_json_rpc(&stdout);
+    shim.finish_cleanly().await;
     app.stop().await;
 }
 
@@ -895,9 +887,7 @@ async fn list_changes_are_announced_after_a_timed_out_call() {
             .await,
         "the change was not announced"
     );
-    let (status, _, stderr) = shim.finish().await;
-    assert!(status.success());
-    assert_eq!(stderr, "");
+    shim.finish_cleanly().await;
     app.stop().await;
 }
 
@@ -1013,9 +1003,7 @@ async fn list_changes_are_announced_after_a_timed_out_call_to_a_forgetful_app() 
          watcher still follows the connection it dropped after the timeout"
     );
     assert_eq!(shim.tool_names().await, ["hang", "echo", "extra"]);
-    let (status, _, stderr) = shim.finish().await;
-    assert!(status.success());
-    assert_eq!(stderr, "");
+    shim.finish_cleanly().await;
     app.abort();
 }
 
@@ -1061,10 +1049,7 @@ async fn ten_calls_in_flight_finish_together_with_their_own_ids() {
         took >= Duration::from_millis(DELAY_MS) && took < Duration::from_millis(4 * DELAY_MS),
         "10 calls of {DELAY_MS} ms took {took:?}: not concurrent"
     );
-    let (status, stdout, stderr) = shim.finish().await;
-    assert!(status.success());
-    assert_eq!(stderr, "");
-    assert_pure_json_rpc(&stdout);
+    shim.finish_cleanly().await;
     app.stop().await;
 }
 
@@ -1098,10 +1083,7 @@ async fn a_line_over_16_mib_on_stdin_is_rejected_and_the_shim_goes_on() {
         shim.call_ok("echo", json!({"text": "after"})).await,
         "after"
     );
-    let (status, stdout, stderr) = shim.finish().await;
-    assert!(status.success());
-    assert_eq!(stderr, "");
-    let messages = assert_pure_json_rpc(&stdout);
+    let messages = shim.finish_cleanly().await;
     assert!(
         messages.iter().all(|m| m["id"] != "huge"),
         "the oversized request was answered as if read"
@@ -1138,10 +1120,7 @@ async fn relay_lines_over_1_mib_fail_the_call_cleanly_and_the_next_call_redials(
         "again"
     );
 
-    let (status, stdout, stderr) = shim.finish().await;
-    assert!(status.success());
-    assert_eq!(stderr, "");
-    assert_pure_json_rpc(&stdout);
+    shim.finish_cleanly().await;
     app.stop().await;
 }
 
@@ -1210,10 +1189,7 @@ async fn a_mixed_session_puts_only_json_rpc_on_stdout_and_nothing_on_stderr() {
             .await
     );
     let sent = shim.sent.clone();
-    let (status, stdout, stderr) = shim.finish().await;
-    assert!(status.success(), "{status:?}");
-    assert_eq!(stderr, "", "stderr without a log file");
-    let messages = assert_pure_json_rpc(&stdout);
+    let messages = shim.finish_cleanly().await;
     // Exactly one reply per request, none for notifications or responses.
     let mut replied: Vec<String> = messages
         .iter()
@@ -1367,11 +1343,8 @@ async fn the_log_env_var_sends_logs_to_that_file_and_nowhere_else() {
     assert_eq!(shim.tools().await, Vec::<Value>::new());
     let call = shim.call("anything", json!({})).await;
     assert_eq!(call["isError"], true, "{call}");
-    let (status, stdout, stderr) = shim.finish().await;
+    shim.finish_cleanly().await;
     app.abort();
-    assert!(status.success());
-    assert_eq!(stderr, "", "the shim logged to stderr");
-    assert_pure_json_rpc(&stdout);
     let logged = std::fs::read_to_string(&log).expect("the log file exists");
     assert!(
         logged.contains("broken-app-was-here"),
@@ -1538,10 +1511,7 @@ async fn the_python_spec_app_is_relayed_through_a_crash_and_a_restart() {
         "the restart was not announced"
     );
     assert_eq!(shim.tool_names().await.len(), 3);
-    let (status, stdout, stderr) = shim.finish().await;
-    assert!(status.success());
-    assert_eq!(stderr, "");
-    assert_pure_json_rpc(&stdout);
+    shim.finish_cleanly().await;
     app.signal(libc::SIGTERM);
 }
 
@@ -1670,10 +1640,7 @@ async fn the_example_terminal_app_is_relayed() {
         &shim.call("notify_user", json!({"text": "x"})).await,
         &["Terminal Demo is not running"],
     );
-    let (status, stdout, stderr) = shim.finish().await;
-    assert!(status.success());
-    assert_eq!(stderr, "");
-    assert_pure_json_rpc(&stdout);
+    shim.finish_cleanly().await;
 }
 
 // --- the daemon, through rmcp's client ------------------------------------------
@@ -1873,9 +1840,7 @@ async fn a_declared_timeout_applies_to_a_call_before_any_list() {
     let reply = shim.reply(&id).await;
     assert_eq!(reply["result"]["isError"], false, "{reply}");
     assert_eq!(reply["result"]["structuredContent"]["timed_out"], true);
-    let (status, _, stderr) = shim.finish().await;
-    assert!(status.success());
-    assert_eq!(stderr, "");
+    shim.finish_cleanly().await;
     assert!(daemon.stop().await.success());
 }
 
