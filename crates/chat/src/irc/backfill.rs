@@ -25,6 +25,10 @@ use crate::names::{CaseMapping, Channel};
 /// 100 a page, a gap of up to 5,000 messages a channel is filled.
 pub const MAX_PAGES: usize = 50;
 
+/// History batches open at once, at most. A server needs a handful; one that
+/// opens batches and never closes them must not grow memory without bound.
+const MAX_OPEN_BATCHES: usize = 64;
+
 /// Backfill requests in flight and the server's open history batches.
 #[derive(Debug, Default)]
 pub struct Backfill {
@@ -119,6 +123,12 @@ impl Backfill {
                     if let (true, Some(target)) =
                         (is_history, params.as_ref().and_then(|p| p.first()))
                     {
+                        if self.batches.len() >= MAX_OPEN_BATCHES {
+                            tracing::warn!(
+                                "the IRC server left too many history batches open; forgetting them"
+                            );
+                            self.batches.clear();
+                        }
                         self.batches.insert(id.to_owned(), map.fold(target));
                     }
                     None
@@ -263,6 +273,17 @@ mod tests {
             }
         }
         assert_eq!(pages, MAX_PAGES);
+    }
+
+    #[test]
+    fn batches_left_open_are_bounded() {
+        let mut backfill = Backfill::default();
+        for n in 0..10_000 {
+            feed(&mut backfill, &format!(":irc BATCH +b{n} chathistory #c"));
+        }
+        assert!(backfill.batches.len() <= MAX_OPEN_BATCHES);
+        let newest = wire::parse("@batch=b9999 :a!u@h PRIVMSG #c :x").unwrap();
+        assert!(backfill.is_replay(&newest));
     }
 
     #[test]
