@@ -666,4 +666,35 @@ mod sasl {
     async fn an_unknown_account_is_a_clear_error_and_not_retried() {
         a_refused_login_is_reported_once("nobody", PASSWORD).await;
     }
+
+    /// A login was asked for, so a network that cannot do SASL (ngIRCd has
+    /// none; InspIRCd offers it only with services linked) is an error naming
+    /// the account, never a silent anonymous connection.
+    async fn a_network_without_sasl_is_refused(kind: ServerKind) {
+        let server = IrcServer::start(kind, ServerOptions::default()).await;
+        let bridge = sasl_bridge(&server, ACCOUNT, PASSWORD).await;
+        let result = call(&bridge.client, "list_channels", json!({})).await;
+        assert!(is_error(&result), "{}", text(&result));
+        assert!(
+            text(&result).contains(
+                "cannot log in to the IRC network as account bridge (SASL PLAIN): the server does not offer SASL"
+            ),
+            "{}\n--- switchboard log ---\n{}",
+            text(&result),
+            bridge.log()
+        );
+        let log = bridge.log();
+        assert!(!log.contains("IRC connection registered"), "{log}");
+        bridge.client.cancel().await.unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn ngircd_without_sasl_is_refused() {
+        a_network_without_sasl_is_refused(ServerKind::NgIRCd).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn inspircd_without_services_is_refused() {
+        a_network_without_sasl_is_refused(ServerKind::InspIRCd).await;
+    }
 }
