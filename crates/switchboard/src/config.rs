@@ -296,6 +296,7 @@ impl Config {
             problem,
         })?;
         let mut origin = format!("--profile {name}");
+        let mut file_text = None;
         if let Some(path) = file {
             let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
                 path: path.display().to_string(),
@@ -309,16 +310,17 @@ impl Config {
                 })?;
             crate::profiles::merge(&mut table, over);
             origin = format!("{} over {origin}", path.display());
+            file_text = Some(text);
         }
-        // Deserialised from text, not from the table, so that an error
-        // quotes the offending line.
+        // Deserialised from text, not from the table, so that an error can
+        // be traced to its key and line.
         let merged = toml::to_string(&table).map_err(|e| ConfigError::Parse {
             path: origin.clone(),
             message: e.to_string(),
         })?;
-        Self::from_toml(&merged).map_err(|message| ConfigError::Parse {
+        toml::from_str(&merged).map_err(|e| ConfigError::Parse {
             path: origin,
-            message,
+            message: merged_error(&merged, file_text.as_deref(), &e),
         })
     }
 
@@ -629,6 +631,39 @@ impl Config {
     }
 }
 
+/// An error in a profile merged with a config file, told by its key, and by
+/// its line in the file when the line comes from there: the merged
+/// document's own line numbers mean nothing to the user.
+fn merged_error(merged: &str, file: Option<&str>, e: &toml::de::Error) -> String {
+    let message = e.message().trim_end();
+    let Some(start) = e.span().map(|span| span.start) else {
+        return message.to_owned();
+    };
+    let before = merged.get(..start).unwrap_or(merged);
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let line = merged[line_start..].lines().next().unwrap_or("").trim();
+    let header = |l: &str| {
+        let l = l.trim();
+        l.starts_with('[')
+            .then(|| l.trim_matches(['[', ']']).trim().to_owned())
+    };
+    let path = match header(line) {
+        Some(table) => table,
+        None => {
+            let key = line.split_once('=').map_or(line, |(key, _)| key).trim();
+            match merged[..line_start].lines().rev().find_map(header) {
+                Some(table) => format!("{table}.{key}"),
+                None => key.to_owned(),
+            }
+        }
+    };
+    let place = file
+        .and_then(|text| text.lines().position(|l| l.trim() == line))
+        .map(|n| format!(" (line {})", n + 1))
+        .unwrap_or_default();
+    format!("{path}{place}: {message}")
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::HashMap;
@@ -652,6 +687,34 @@ mod tests {
         assert_eq!(
             c.history_path(&env_of(&[("HOME", "/home/a")])).unwrap(),
             PathBuf::from("/home/a/.local/share/switchboard/history.db")
+        );
+    }
+
+    #[test]
+    fn errors_in_a_file_over_a_profile_name_the_key_and_the_files_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let error = |text: &str| {
+            let file = dir.path().join("over.toml");
+            std::fs::write(&file, text).unwrap();
+            Config::from_profile("imqueue", Some(&file))
+                .unwrap_err()
+                .to_string()
+        };
+        let bad_value = error("# mine\n\n[chat]\nmax_text_bytes = \"lots\"\n");
+        assert!(
+            bad_value.contains(": chat.max_text_bytes (line 4): invalid type: string \"lots\""),
+            "{bad_value}"
+        );
+        assert!(!bad_value.contains("line 7"), "{bad_value}");
+        let unknown_key = error("[docs]\npage_size = 5\n");
+        assert!(
+            unknown_key.contains("docs.page_size (line 2): unknown field `page_size`"),
+            "{unknown_key}"
+        );
+        let unknown_table = error("[nope]\nx = 1\n");
+        assert!(
+            unknown_table.contains("nope (line 1): unknown field `nope`"),
+            "{unknown_table}"
         );
     }
 
