@@ -52,18 +52,21 @@ pub struct ChatTools {
     backend: Arc<dyn ChatBackend>,
     history: History,
     limits: ChatLimits,
-    /// The last `read_messages` output per channel. Agents polling a busy
+    /// The last `read_messages` page per channel. Agents polling a busy
     /// channel ask for the same page many times between two commits; that
     /// page is built (an SQLite read, and a JSON tree of every message) once.
     reads: Mutex<HashMap<String, CachedRead>>,
 }
 
-/// A `read_messages` output, valid while the history has made no commit.
+/// A `read_messages` page, valid while the history has made no commit.
 struct CachedRead {
     commits: u64,
     since: Option<DateTime<Utc>>,
     limit: usize,
-    output: ToolOutput,
+    /// Kept from the second read of the page on: a copy costs about as much
+    /// as building the page, so a page read once (a read between two sends)
+    /// is not copied.
+    output: Option<ToolOutput>,
 }
 
 /// Channels whose last read is kept.
@@ -208,10 +211,14 @@ impl ChatTools {
         let limit = bounded("limit", p.limit, READ_DEFAULT, READ_MAX)?;
         // Loaded before reading: a commit after this makes the entry stale.
         let commits = self.history.commits();
-        let cached = |c: &CachedRead| c.commits == commits && c.since == since && c.limit == limit;
-        if let Some(hit) = self.reads().get(channel.name()).filter(|c| cached(c)) {
-            return Ok(hit.output.clone());
-        }
+        let same = |c: &CachedRead| c.commits == commits && c.since == since && c.limit == limit;
+        let repeated = match self.reads().get(channel.name()).filter(|c| same(c)) {
+            Some(CachedRead {
+                output: Some(hit), ..
+            }) => return Ok(hit.clone()),
+            Some(_) => true,
+            None => false,
+        };
         let messages = self
             .history
             .read(channel.key(), since, limit)
@@ -225,7 +232,7 @@ impl ChatTools {
             commits,
             since,
             limit,
-            output: output.clone(),
+            output: repeated.then(|| output.clone()),
         };
         reads.insert(channel.name().to_owned(), entry);
         Ok(output)
