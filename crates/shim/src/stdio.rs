@@ -15,7 +15,7 @@ use std::{
     fs::File,
     io,
     os::{
-        fd::{AsFd, OwnedFd},
+        fd::{AsFd, BorrowedFd, OwnedFd},
         unix::fs::FileTypeExt,
     },
 };
@@ -27,11 +27,8 @@ use tokio::{
 
 /// stdin for reading. Must be called inside a tokio runtime with I/O on.
 pub fn stdin() -> Box<dyn AsyncRead + Send + Unpin> {
-    match pollable(io::stdin().as_fd().try_clone_to_owned()) {
-        Some(Pollable::Pipe(fd)) => match pipe::Receiver::from_owned_fd(fd) {
-            Ok(receiver) => Box::new(receiver),
-            Err(_) => Box::new(tokio::io::stdin()),
-        },
+    match pollable(io::stdin().as_fd(), pipe::Receiver::from_owned_fd) {
+        Some(Pollable::Pipe(receiver)) => Box::new(receiver),
         Some(Pollable::Socket(stream)) => Box::new(stream),
         None => Box::new(tokio::io::stdin()),
     }
@@ -39,27 +36,25 @@ pub fn stdin() -> Box<dyn AsyncRead + Send + Unpin> {
 
 /// stdout for writing. Must be called inside a tokio runtime with I/O on.
 pub fn stdout() -> Box<dyn AsyncWrite + Send + Unpin> {
-    match pollable(io::stdout().as_fd().try_clone_to_owned()) {
-        Some(Pollable::Pipe(fd)) => match pipe::Sender::from_owned_fd(fd) {
-            Ok(sender) => Box::new(sender),
-            Err(_) => Box::new(tokio::io::stdout()),
-        },
+    match pollable(io::stdout().as_fd(), pipe::Sender::from_owned_fd) {
+        Some(Pollable::Pipe(sender)) => Box::new(sender),
         Some(Pollable::Socket(stream)) => Box::new(stream),
         None => Box::new(tokio::io::stdout()),
     }
 }
 
-enum Pollable {
-    Pipe(OwnedFd),
+enum Pollable<P> {
+    Pipe(P),
     Socket(UnixStream),
 }
 
-/// What kind of descriptor `fd` (a duplicate of 0 or 1) is, if pollable.
-fn pollable(fd: io::Result<OwnedFd>) -> Option<Pollable> {
-    let file = File::from(fd.ok()?);
+/// A duplicate of `fd` (0 or 1) registered with the reactor, if it is a
+/// pipe (made an end of the kind `pipe_end` gives) or a socket.
+fn pollable<P>(fd: BorrowedFd<'_>, pipe_end: fn(OwnedFd) -> io::Result<P>) -> Option<Pollable<P>> {
+    let file = File::from(fd.try_clone_to_owned().ok()?);
     let kind = file.metadata().ok()?.file_type();
     if kind.is_fifo() {
-        Some(Pollable::Pipe(file.into()))
+        pipe_end(file.into()).ok().map(Pollable::Pipe)
     } else if kind.is_socket() {
         let stream = std::os::unix::net::UnixStream::from(OwnedFd::from(file));
         stream.set_nonblocking(true).ok()?;
