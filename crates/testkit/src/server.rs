@@ -448,25 +448,14 @@ impl IrcServer {
     /// Spawns the server and waits for its ready line, its death, or the timeout.
     async fn launch(&self) -> Result<Child, Launch> {
         let log_path = self.log_path();
-        let log = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log_path)
-            .expect("open server log");
-        // Only this run's output counts; earlier runs stay in the file for `log()`.
-        let start_offset = log.metadata().map(|m| m.len()).unwrap_or(0) as usize;
-        let stderr = log.try_clone().expect("clone log file handle");
         let config = self.dir.path().join(self.kind.config_file());
-        let mut child = Command::new(&self.binary)
+        let mut command = Command::new(&self.binary);
+        command
             .args(self.kind.args(&config))
             // InspIRCd raises its core-size limit and segfaults on SIGTERM with TLS loaded:
             // keep any core file inside the temp dir.
-            .current_dir(self.dir.path())
-            .stdin(Stdio::null())
-            .stdout(log)
-            .stderr(stderr)
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot run {}: {e}", self.binary.display()));
+            .current_dir(self.dir.path());
+        let (mut child, start_offset) = spawn_logged(&mut command, &log_path);
 
         let deadline = Instant::now() + READY_TIMEOUT;
         loop {
@@ -567,6 +556,26 @@ pub(crate) async fn terminate(child: &mut Child) {
         let _ = child.kill();
         reap(child, STOP_TIMEOUT).await;
     }
+}
+
+/// Spawns `command` with stdin closed and stdout and stderr appended to `log_path`.
+/// Returns the child and the log's length before it started: only this run's output
+/// counts for readiness, while earlier runs stay in the file for [`IrcServer::log`].
+pub(crate) fn spawn_logged(command: &mut Command, log_path: &Path) -> (Child, usize) {
+    let log = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log_path)
+        .unwrap_or_else(|e| panic!("cannot open {}: {e}", log_path.display()));
+    let start_offset = log.metadata().map(|m| m.len()).unwrap_or(0) as usize;
+    let stderr = log.try_clone().expect("clone log file handle");
+    let child = command
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(stderr)
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run {:?}: {e}", command.get_program()));
+    (child, start_offset)
 }
 
 /// Waits (polling, without blocking the runtime) for `child` to exit.

@@ -7,13 +7,12 @@
 //! temp dir, and logs everything, the raw server protocol included, to `atheme.log` there.
 //! InspIRCd offers the `sasl` cap only while `services.test` is linked.
 
-use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use crate::config;
-use crate::server::{POLL, read_from, reap, terminate};
+use crate::server::{POLL, read_from, reap, spawn_logged, terminate};
 
 /// How long Atheme may take to link and finish its burst (~50 ms on loopback).
 const LINK_TIMEOUT: Duration = Duration::from_secs(10);
@@ -52,18 +51,12 @@ impl Services {
     /// the process is gone and the error says why (its log is in [`Services::log`]).
     pub(crate) async fn launch(&mut self) -> Result<(), String> {
         let log_path = self.dir.join(LOG_FILE);
-        let log = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log_path)
-            .expect("open atheme log");
-        let start_offset = log.metadata().map(|m| m.len()).unwrap_or(0) as usize;
-        let stderr = log.try_clone().expect("clone log file handle");
         // Atheme refuses to start while its pid file names a live process; ours is reaped,
         // but a pid reused since then would look alive.
         let pid_file = self.dir.join("atheme.pid");
         let _ = std::fs::remove_file(&pid_file);
-        let mut child = Command::new(&self.binary)
+        let mut command = Command::new(&self.binary);
+        command
             .arg("-n")
             .arg("-c")
             .arg(self.config_path())
@@ -72,12 +65,8 @@ impl Services {
             // -n already logs to stdout; the default log file is in /var/log.
             .args(["-l", "/dev/null", "-p"])
             .arg(&pid_file)
-            .current_dir(&self.dir)
-            .stdin(Stdio::null())
-            .stdout(log)
-            .stderr(stderr)
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot run {}: {e}", self.binary.display()));
+            .current_dir(&self.dir);
+        let (mut child, start_offset) = spawn_logged(&mut command, &log_path);
 
         let deadline = Instant::now() + LINK_TIMEOUT;
         loop {

@@ -3,8 +3,9 @@
 //!
 //! They are plain serde structs that deny unknown keys, so a misspelt key is
 //! reported instead of silently ignored. Deserialising checks shapes only;
-//! [`ToolkitConfig::build`] (the toolsets' constructors) checks meaning — placeholders against schemas, template
-//! syntax, files — and its errors name the key, e.g.
+//! [`ToolkitConfig::build`] (the toolsets' constructors) checks meaning —
+//! placeholders against schemas, template syntax, files — and its errors
+//! name the key, e.g.
 //! `commands.actions[2].argv[3]: unknown placeholder {nme}`.
 //!
 //! Safety settings (timeouts, output cap, environment, which actions are
