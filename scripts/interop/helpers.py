@@ -127,6 +127,31 @@ def _load_json(path):
         return json.load(f)
 
 
+def pinned_versions(package_json, tree):
+    """Every dependency pinned in package_json is installed under tree/node_modules at exactly
+    its pinned version. Judged by what is installed, not by the bytes of a lockfile that npm
+    may rewrite (it adds optional platform packages as the registry gains them)."""
+    pins = _load_json(package_json).get("dependencies", {})
+    if not pins:
+        print(f"{package_json} pins no dependencies")
+        return 1
+    problems = []
+    for name, pinned in sorted(pins.items()):
+        manifest = os.path.join(tree, "node_modules", name, "package.json")
+        try:
+            installed = _load_json(manifest).get("version")
+        except FileNotFoundError:
+            problems.append(f"{name} is not installed (pinned {pinned})")
+            continue
+        if installed != pinned:
+            problems.append(f"{name} is {installed}, pinned {pinned}")
+    if problems:
+        print("; ".join(problems))
+        return 1
+    print(", ".join(f"{name} {v}" for name, v in sorted(pins.items())))
+    return 0
+
+
 def inspector_tools(path, *wanted):
     """The listed tools include every wanted one; with a leading --exact,
     they are exactly the wanted ones, in that order."""
@@ -167,6 +192,7 @@ COMMANDS = {
     "probe": probe,
     "checks": checks,
     "list-scenarios": list_scenarios,
+    "pinned-versions": pinned_versions,
     "inspector-tools": inspector_tools,
     "inspector-call": inspector_call,
 }
