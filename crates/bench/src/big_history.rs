@@ -15,7 +15,7 @@ use std::{
 
 use anyhow::{Context, ensure};
 use serde_json::json;
-use switchboard_chat::{Durability, History, Location, NameRules, NewMessage};
+use switchboard_chat::{Durability, History, Location, NameRules, NewMessage, SenderKind};
 
 use crate::{
     Plan,
@@ -90,6 +90,7 @@ async fn fill(path: &Path, count: usize) -> anyhow::Result<()> {
                     time: None,
                     msgid: None,
                     replayed: false,
+                    kind: SenderKind::Agent,
                 }
             })
             .collect();

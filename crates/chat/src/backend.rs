@@ -7,7 +7,7 @@
 use futures::future::BoxFuture;
 
 use crate::{
-    history::{HistoryError, Message},
+    history::{HistoryError, Message, SenderKind},
     names::{Channel, NameRules, Nick},
 };
 
@@ -42,14 +42,32 @@ pub trait ChatBackend: Send + Sync + 'static {
     /// announces its ISUPPORT).
     fn rules(&self) -> NameRules;
 
-    /// Sends `lines` to `channel` as `sender`, creating the channel if needed.
-    /// Succeeds only when every line was delivered.
+    /// Sends `lines` to `channel` as `sender` (an agent or a person, as
+    /// `kind` says), creating the channel if needed. Succeeds only when every
+    /// line was delivered.
     fn send<'a>(
         &'a self,
         channel: &'a Channel,
         sender: &'a Nick,
+        kind: SenderKind,
         lines: Vec<String>,
     ) -> BoxFuture<'a, Result<Delivery, ChatError>>;
+
+    /// Posts a notice from switchboard itself (kind `system`) to `channel`.
+    fn announce<'a>(
+        &'a self,
+        channel: &'a Channel,
+        text: String,
+    ) -> BoxFuture<'a, Result<(), ChatError>>;
+
+    /// Puts `nick` in `channel` (on IRC, its connection JOINs), or takes it
+    /// out (PART). The history's cursors record the membership either way.
+    fn set_presence<'a>(
+        &'a self,
+        channel: &'a Channel,
+        nick: &'a Nick,
+        present: bool,
+    ) -> BoxFuture<'a, Result<(), ChatError>>;
 
     /// Creates `channel`; true when it did not exist before.
     fn create_channel<'a>(&'a self, channel: &'a Channel)

@@ -2,21 +2,31 @@
 //! carried by a pluggable backend.
 //!
 //! - [`tools`] — the chat toolset ([`ChatTools`]) agents call over MCP.
+//! - [`inbox`] — an identity's unread messages and mentions.
+//! - [`push`] — new inbox items pushed into sessions that can be woken.
+//! - [`approvals`] — a client's permission prompts, answered in a channel.
 //! - [`backend`] — the [`ChatBackend`] seam between the tools and a network.
 //! - [`local`] — the in-process hub, the embedded default.
 //! - [`history`] — the SQLite message store every backend records into.
 //! - [`names`], [`text`] — IRC-compatible rules for names and message text.
 
+pub mod approvals;
 pub mod backend;
 pub mod history;
+pub mod inbox;
 pub mod irc;
 pub mod local;
 pub mod names;
+pub mod push;
 pub mod text;
 pub mod tools;
 
 pub use backend::{ChatBackend, ChatError, Delivery};
-pub use history::{Durability, History, HistoryError, Location, Message, NewMessage};
+pub use approvals::ApprovalSettings;
+pub use history::{
+    Durability, History, HistoryError, Location, Message, NewMessage, SenderKind,
+};
 pub use local::LocalHub;
 pub use names::{CaseMapping, Channel, NameError, NameRules, Nick};
-pub use tools::{ChatLimits, ChatTools};
+pub use push::{PushMode, PushSettings};
+pub use tools::{ChatSettings, ChatTools};

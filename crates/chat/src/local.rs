@@ -2,16 +2,20 @@
 //!
 //! Channels and messages live in the history; a message is delivered the
 //! moment it is committed, and everyone waiting on the channel wakes then.
-//! A channel's members are the nicks that have spoken in it. This is the
-//! reference behaviour the IRC backend matches.
+//! A channel's members are the nicks that have spoken in it or joined it,
+//! less those that left. This is the reference behaviour the IRC backend
+//! matches.
 
 use futures::{FutureExt, future::BoxFuture};
 
 use crate::{
     backend::{ChatBackend, ChatError, Delivery},
-    history::{History, NewMessage},
+    history::{History, NewMessage, SenderKind},
     names::{Channel, NameRules, Nick},
 };
+
+/// The nick switchboard's own notices go out under.
+const SYSTEM_NICK: &str = "switchboard";
 
 /// The in-process chat hub.
 pub struct LocalHub {
@@ -37,6 +41,7 @@ impl ChatBackend for LocalHub {
         &'a self,
         channel: &'a Channel,
         sender: &'a Nick,
+        kind: SenderKind,
         lines: Vec<String>,
     ) -> BoxFuture<'a, Result<Delivery, ChatError>> {
         async move {
@@ -51,6 +56,7 @@ impl ChatBackend for LocalHub {
                     time: None,
                     msgid: None,
                     replayed: false,
+                    kind,
                 })
                 .collect();
             let stored = self.history.append(messages).await?;
@@ -62,6 +68,39 @@ impl ChatBackend for LocalHub {
             })
         }
         .boxed()
+    }
+
+    fn announce<'a>(
+        &'a self,
+        channel: &'a Channel,
+        text: String,
+    ) -> BoxFuture<'a, Result<(), ChatError>> {
+        async move {
+            self.history
+                .append(vec![NewMessage {
+                    channel: channel.clone(),
+                    nick: SYSTEM_NICK.to_owned(),
+                    nick_key: SYSTEM_NICK.to_owned(),
+                    text,
+                    time: None,
+                    msgid: None,
+                    replayed: false,
+                    kind: SenderKind::System,
+                }])
+                .await?;
+            Ok(())
+        }
+        .boxed()
+    }
+
+    fn set_presence<'a>(
+        &'a self,
+        _channel: &'a Channel,
+        _nick: &'a Nick,
+        _present: bool,
+    ) -> BoxFuture<'a, Result<(), ChatError>> {
+        // The hub has no connections: the history's cursors are the membership.
+        async { Ok(()) }.boxed()
     }
 
     fn create_channel<'a>(
@@ -79,6 +118,25 @@ impl ChatBackend for LocalHub {
         &'a self,
         channel: &'a Channel,
     ) -> BoxFuture<'a, Result<Vec<String>, ChatError>> {
-        async move { Ok(self.history.speakers(channel.key())?) }.boxed()
+        async move {
+            let Some(row) = self.history.channel_row(channel.key())? else {
+                return Ok(Vec::new());
+            };
+            // Who spoke and has not left, and who joined without speaking.
+            let mut members: Vec<(String, String)> = self
+                .history
+                .speakers(channel.key())?
+                .into_iter()
+                .filter(|(key, _)| self.history.cursor(key, row.id).is_none_or(|c| c.joined))
+                .collect();
+            for key in self.history.joined(row.id) {
+                if !members.iter().any(|(k, _)| *k == key) {
+                    members.push((key.clone(), key));
+                }
+            }
+            members.sort();
+            Ok(members.into_iter().map(|(_, nick)| nick).collect())
+        }
+        .boxed()
     }
 }

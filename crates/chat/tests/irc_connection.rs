@@ -7,7 +7,7 @@ use std::{sync::Arc, time::Duration};
 
 use chrono::{DateTime, Utc};
 use switchboard_chat::{
-    ChatBackend, Durability, History, Location, NameRules, NewMessage,
+    ChatBackend, Durability, History, Location, NameRules, NewMessage, SenderKind,
     history::iso,
     irc::{
         ConnError, FloodSettings, IrcBackend, IrcSettings, Sasl,
@@ -346,6 +346,7 @@ async fn the_gap_is_backfilled_from_chathistory_after_start_and_after_reconnect(
             time: at("2026-12-01T10:00:00.000Z"),
             msgid: Some("m0".into()),
             replayed: false,
+            kind: SenderKind::Agent,
         }])
         .await
         .unwrap();
@@ -460,6 +461,7 @@ async fn without_chathistory_nothing_is_asked_and_a_refusal_changes_nothing() {
             time: None,
             msgid: None,
             replayed: false,
+            kind: SenderKind::Agent,
         }])
         .await
         .unwrap();

@@ -22,7 +22,10 @@ use tokio::{
     sync::{mpsc, oneshot, watch},
 };
 
-use crate::protocol::{self, ErrorBody, Message, Outcome, PROTOCOL_VERSION, Read, RequestId};
+use crate::{
+    events::{Event, MAX_EVENT},
+    protocol::{self, ErrorBody, Message, Outcome, PROTOCOL_VERSION, Read, RequestId},
+};
 
 /// Why a request through a link failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -35,15 +38,42 @@ pub enum LinkError {
     Closed(String),
     #[error("{}", .0.message)]
     Remote(ErrorBody),
+    #[error("the application did not agree on {0} events")]
+    NotAgreed(String),
+    #[error("the event is {0} bytes long; events are at most {MAX_EVENT} bytes")]
+    TooLarge(usize),
 }
 
 /// Something the application said on its own.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Event {
+#[derive(Debug, Clone, PartialEq)]
+pub enum Incoming {
     /// `notify` with this event name (`tools_changed`).
     Notify(String),
+    /// An event the welcome agreed on, with an object of params.
+    Event(Event),
     /// The connection closed (with the reason).
     Closed(String),
+}
+
+/// What a client says about itself in its `hello`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hello {
+    /// Free text naming the client, for the application's logs.
+    pub client: String,
+    /// The name its user goes by (an agent's nick), if set.
+    pub identity: Option<String>,
+    /// The events it takes part in (see [`events`](crate::events)).
+    pub events: Vec<String>,
+}
+
+impl Hello {
+    pub fn new(client: impl Into<String>) -> Self {
+        Self {
+            client: client.into(),
+            identity: None,
+            events: Vec::new(),
+        }
+    }
 }
 
 type Pending = Arc<Mutex<HashMap<RequestId, oneshot::Sender<Outcome>>>>;
@@ -53,6 +83,10 @@ type Pending = Arc<Mutex<HashMap<RequestId, oneshot::Sender<Outcome>>>>;
 pub struct Welcome {
     pub app: String,
     pub app_id: String,
+    /// The events both sides agreed on.
+    pub events: Vec<String>,
+    /// Guidance for the agent, if the application gave any.
+    pub instructions: Option<String>,
 }
 
 /// One connection to an application.
@@ -65,13 +99,23 @@ pub struct Link {
 }
 
 impl Link {
-    /// Connects to the socket at `path` within `timeout` and sends the hello.
-    /// Events (notifications, the close) arrive on the returned receiver.
+    /// Connects to the socket at `path` within `timeout` and sends a hello
+    /// naming the client. What the application says on its own (its
+    /// notifications, the close) arrives on the returned receiver.
     pub async fn connect(
         path: &Path,
         timeout: Duration,
         client: &str,
-    ) -> Result<(Self, mpsc::UnboundedReceiver<Event>), LinkError> {
+    ) -> Result<(Self, mpsc::UnboundedReceiver<Incoming>), LinkError> {
+        Self::connect_as(path, timeout, Hello::new(client)).await
+    }
+
+    /// Like [`Link::connect`], with everything a hello can say.
+    pub async fn connect_as(
+        path: &Path,
+        timeout: Duration,
+        hello: Hello,
+    ) -> Result<(Self, mpsc::UnboundedReceiver<Incoming>), LinkError> {
         let connect_error = |reason: String| LinkError::Connect {
             path: path.display().to_string(),
             reason,
@@ -84,7 +128,9 @@ impl Link {
         let hello = Message::Hello {
             protocol: PROTOCOL_VERSION,
             pid: std::process::id(),
-            client: client.to_owned(),
+            client: hello.client,
+            identity: hello.identity,
+            events: hello.events,
         };
         writer
             .write_all(&protocol::encode(&hello))
@@ -121,6 +167,48 @@ impl Link {
     /// The application's `welcome`, once it has arrived.
     pub fn welcome(&self) -> Option<Welcome> {
         self.welcome.borrow().clone()
+    }
+
+    /// Waits up to `timeout` for the `welcome`; `None` if it did not come
+    /// (or the connection closed first).
+    pub async fn wait_welcome(&self, timeout: Duration) -> Option<Welcome> {
+        let mut welcome = self.welcome.clone();
+        let mut closed = self.closed.clone();
+        tokio::select! {
+            got = welcome.wait_for(Option::is_some) => got.ok().and_then(|w| w.clone()),
+            _ = closed.wait_for(Option::is_some) => None,
+            () = tokio::time::sleep(timeout) => None,
+        }
+    }
+
+    /// Sends `event` to the application, which must have agreed on its name
+    /// in the welcome. Bounded by `timeout` like a request.
+    pub async fn send_event(&self, event: &Event, timeout: Duration) -> Result<(), LinkError> {
+        if let Some(reason) = self.closed.borrow().clone() {
+            return Err(LinkError::Closed(reason));
+        }
+        let agreed = self
+            .welcome()
+            .is_some_and(|w| w.events.contains(&event.name));
+        if !agreed {
+            return Err(LinkError::NotAgreed(event.name.clone()));
+        }
+        let line = protocol::encode(&Message::Event {
+            name: event.name.clone(),
+            params: Value::Object(event.params.clone()),
+        });
+        if line.len() > MAX_EVENT {
+            return Err(LinkError::TooLarge(line.len()));
+        }
+        let written = tokio::time::timeout(timeout, async {
+            self.writer.lock().await.write_all(&line).await
+        })
+        .await;
+        match written {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(LinkError::Closed(e.to_string())),
+            Err(_) => Err(LinkError::Timeout(timeout)),
+        }
     }
 
     /// Sends a request and waits up to `timeout` for its response. A timeout
@@ -190,7 +278,7 @@ async fn read_loop(
     pending: Pending,
     closed: watch::Sender<Option<String>>,
     welcome: watch::Sender<Option<Welcome>>,
-    events: mpsc::UnboundedSender<Event>,
+    events: mpsc::UnboundedSender<Incoming>,
 ) {
     let mut lines = protocol::line_reader();
     let reason = loop {
@@ -212,11 +300,34 @@ async fn read_loop(
                         let _ = tx.send(outcome);
                     }
                 }
-                Message::Welcome { app, app_id, .. } => {
-                    welcome.send_replace(Some(Welcome { app, app_id }));
+                Message::Welcome {
+                    app,
+                    app_id,
+                    events: agreed,
+                    instructions,
+                    ..
+                } => {
+                    welcome.send_replace(Some(Welcome {
+                        app,
+                        app_id,
+                        events: agreed,
+                        instructions,
+                    }));
                 }
                 Message::Notify { event } => {
-                    let _ = events.send(Event::Notify(event));
+                    let _ = events.send(Incoming::Notify(event));
+                }
+                Message::Event { name, params } => {
+                    let agreed = welcome
+                        .borrow()
+                        .as_ref()
+                        .is_some_and(|w| w.events.contains(&name));
+                    match params {
+                        Value::Object(params) if agreed && size_ok(&name, &params) => {
+                            let _ = events.send(Incoming::Event(Event::new(name, params)));
+                        }
+                        _ => tracing::warn!(%name, "ignored an event that was not agreed, not an object, or too large"),
+                    }
                 }
                 Message::Error { message } => {
                     tracing::warn!(%message, "the application reported an error");
@@ -229,5 +340,10 @@ async fn read_loop(
     };
     closed.send_replace(Some(reason.clone()));
     pending.lock().expect("pending lock").clear();
-    let _ = events.send(Event::Closed(reason));
+    let _ = events.send(Incoming::Closed(reason));
+}
+
+/// Whether an event with these params fits in [`MAX_EVENT`] on the wire.
+fn size_ok(name: &str, params: &Map<String, Value>) -> bool {
+    serde_json::to_vec(params).map_or(false, |p| p.len() + name.len() + 40 <= MAX_EVENT)
 }

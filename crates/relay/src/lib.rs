@@ -144,10 +144,12 @@
 //! - [`protocol`] — messages and framing, shared by both sides.
 //! - [`paths`] — where an application's socket lives.
 //! - [`client`] — the client side of a connection (what the shim uses).
+//! - [`events`] — events pushed to agents, and passed on from their hosts.
 //! - [`proctree`] — a process's ancestry from `/proc`.
 //! - [`fuzzing`] — the body of the `relay_line` fuzz target.
 
 pub mod client;
+pub mod events;
 pub mod fuzzing;
 mod mcp_config;
 pub mod paths;
@@ -157,6 +159,7 @@ mod server;
 mod socket;
 mod tools;
 
+pub use events::{Event, PushError};
 pub use mcp_config::{McpConfig, mcp_config_path, switchboard_command, write_mcp_config};
 pub use paths::{DEFAULT_PREFIX, socket_path};
 pub use proctree::ProcessInfo;

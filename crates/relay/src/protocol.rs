@@ -30,12 +30,33 @@ pub enum Message {
         pid: u32,
         #[serde(default)]
         client: String,
+        /// The name the client's user goes by (an agent's nick), if set.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        identity: Option<String>,
+        /// The events the client can take part in (see [`Message::Event`]).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        events: Vec<String>,
     },
     /// Application → client, the answer to `hello`.
     Welcome {
         protocol: u32,
         app: String,
         app_id: String,
+        /// The events of the hello's list that the application uses.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        events: Vec<String>,
+        /// Guidance for the agent, for the client to pass on.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        instructions: Option<String>,
+    },
+    /// Either direction, once both sides agreed on `name` in hello and
+    /// welcome: something happened (an application pushing a message to the
+    /// agent; a client passing on its host's permission request).
+    Event {
+        name: String,
+        /// An object; anything else is ignored by the receiver.
+        #[serde(default)]
+        params: Value,
     },
     /// Client → application.
     Request {
@@ -86,6 +107,10 @@ pub enum ErrorCode {
 
 /// The event of a `notify` telling that the tool list changed.
 pub const TOOLS_CHANGED: &str = "tools_changed";
+
+/// The longest `event` line a sender sends or a receiver passes on; longer
+/// events are refused (sender) or dropped with a log line (receiver).
+pub const MAX_EVENT: usize = 64 * 1024;
 
 /// What reading a line produced.
 #[derive(Debug, PartialEq)]
@@ -211,8 +236,37 @@ mod tests {
                     protocol: 1,
                     pid: 4242,
                     client: "shim".into(),
+                    identity: None,
+                    events: Vec::new(),
                 },
                 json!({"type":"hello","protocol":1,"pid":4242,"client":"shim"}),
+            ),
+            (
+                Message::Hello {
+                    protocol: 1,
+                    pid: 7,
+                    client: "shim".into(),
+                    identity: Some("alice".into()),
+                    events: vec!["claude/channel".into()],
+                },
+                json!({"type":"hello","protocol":1,"pid":7,"client":"shim","identity":"alice","events":["claude/channel"]}),
+            ),
+            (
+                Message::Welcome {
+                    protocol: 1,
+                    app: "A".into(),
+                    app_id: "a".into(),
+                    events: vec!["claude/channel".into()],
+                    instructions: Some("hi".into()),
+                },
+                json!({"type":"welcome","protocol":1,"app":"A","app_id":"a","events":["claude/channel"],"instructions":"hi"}),
+            ),
+            (
+                Message::Event {
+                    name: "claude/channel".into(),
+                    params: json!({"content": "hello", "meta": {"channel": "#c"}}),
+                },
+                json!({"type":"event","name":"claude/channel","params":{"content":"hello","meta":{"channel":"#c"}}}),
             ),
             (
                 Message::Request {

@@ -2,6 +2,7 @@
 //! are, and answer their requests from a [`ToolHandler`].
 
 use std::{
+    collections::HashMap,
     future::Future,
     panic::AssertUnwindSafe,
     path::{Path, PathBuf},
@@ -24,6 +25,7 @@ use tokio::{
 use tracing::Instrument as _;
 
 use crate::{
+    events::{Event, MAX_EVENT, PushError},
     mcp_config::McpConfig,
     paths, proctree,
     protocol::{self, ErrorCode, Message, PROTOCOL_VERSION, Read, RequestId, TOOLS_CHANGED},
@@ -58,6 +60,7 @@ pub struct Options {
     hello_timeout: Duration,
     max_in_flight: usize,
     shutdown_grace: Duration,
+    events: Vec<String>,
 }
 
 impl Options {
@@ -75,6 +78,7 @@ impl Options {
             hello_timeout: Duration::from_secs(10),
             max_in_flight: 64,
             shutdown_grace: Duration::from_secs(5),
+            events: Vec::new(),
         }
     }
 
@@ -129,6 +133,20 @@ impl Options {
         self
     }
 
+    /// The events (see [`events`](crate::events)) the application takes
+    /// part in: those a client also lists in its hello are agreed in the
+    /// welcome, and only those are ever exchanged with it.
+    ///
+    /// ```
+    /// # use switchboard_relay::{Options, events};
+    /// let options = Options::new("dev.example.app").events([events::CHANNEL]);
+    /// ```
+    #[must_use]
+    pub fn events<S: Into<String>>(mut self, names: impl IntoIterator<Item = S>) -> Self {
+        self.events = names.into_iter().map(Into::into).collect();
+        self
+    }
+
     /// The socket path these options bind.
     pub fn path(&self) -> PathBuf {
         self.socket
@@ -165,6 +183,7 @@ impl Options {
             shutdown: watch::Sender::new(false),
             connections: AtomicUsize::new(0),
             next_connection: AtomicU64::new(1),
+            clients: Mutex::default(),
             euid: socket::euid(),
             app,
             options: self,
@@ -210,15 +229,40 @@ struct Shared {
     shutdown: watch::Sender<bool>,
     connections: AtomicUsize,
     next_connection: AtomicU64,
+    /// Where to send a connection's events, by connection number.
+    clients: Mutex<HashMap<u64, Client>>,
     euid: u32,
     app: String,
     options: Options,
+}
+
+/// A connection as events see it.
+struct Client {
+    outgoing: mpsc::Sender<Outgoing>,
+    events: Vec<String>,
 }
 
 impl Shared {
     fn table(&self) -> Arc<Table> {
         self.table.lock().expect("tool table lock").clone()
     }
+
+    fn clients(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Client>> {
+        self.clients.lock().expect("clients lock")
+    }
+}
+
+/// Encodes `event` for the wire, within [`MAX_EVENT`].
+fn event_message(event: &Event) -> Result<Message, PushError> {
+    let message = Message::Event {
+        name: event.name.clone(),
+        params: Value::Object(event.params.clone()),
+    };
+    let len = protocol::encode(&message).len();
+    if len > MAX_EVENT {
+        return Err(PushError::TooLarge(len));
+    }
+    Ok(message)
 }
 
 /// A handle on a server: tell its clients the tools changed, count its
@@ -249,6 +293,43 @@ impl Handle {
         *shared.table.lock().expect("tool table lock") = Arc::new(table);
         shared.generation.send_modify(|g| *g += 1);
         Ok(())
+    }
+
+    /// Pushes `event` to every connected client that agreed on its name;
+    /// returns how many it was queued for. Best effort: a client that is
+    /// not reading misses it.
+    pub fn push(&self, event: &Event) -> Result<usize, PushError> {
+        let message = event_message(event)?;
+        let Some(shared) = self.shared.upgrade() else {
+            return Ok(0);
+        };
+        let clients = shared.clients();
+        Ok(clients
+            .values()
+            .filter(|c| c.events.contains(&event.name))
+            .filter(|c| c.outgoing.try_send(Outgoing::Send(message.clone())).is_ok())
+            .count())
+    }
+
+    /// Pushes `event` to the client on connection `connection` (see
+    /// [`PeerInfo::connection`](crate::PeerInfo::connection)).
+    pub fn push_to(&self, connection: u64, event: &Event) -> Result<(), PushError> {
+        let message = event_message(event)?;
+        let shared = self
+            .shared
+            .upgrade()
+            .ok_or(PushError::NoConnection(connection))?;
+        let clients = shared.clients();
+        let client = clients
+            .get(&connection)
+            .ok_or(PushError::NoConnection(connection))?;
+        if !client.events.contains(&event.name) {
+            return Err(PushError::NotAgreed(event.name.clone()));
+        }
+        client
+            .outgoing
+            .try_send(Outgoing::Send(message))
+            .map_err(|_| PushError::Full)
     }
 
     /// The number of clients connected (that said hello) right now.
@@ -346,7 +427,7 @@ impl Server {
                     Ok((stream, _)) => {
                         let number = shared.next_connection.fetch_add(1, Ordering::Relaxed);
                         let span = tracing::debug_span!("relay", connection = number);
-                        connections.spawn(connection(stream, shared.clone()).instrument(span));
+                        connections.spawn(connection(stream, shared.clone(), number).instrument(span));
                     }
                     Err(e) => {
                         // Out of descriptors and the like: do not spin.
@@ -403,7 +484,7 @@ async fn refuse(mut writer: OwnedWriteHalf, message: String) {
     .await;
 }
 
-async fn connection(stream: UnixStream, shared: Arc<Shared>) {
+async fn connection(stream: UnixStream, shared: Arc<Shared>, number: u64) {
     let cred = match stream.peer_cred() {
         Ok(cred) => cred,
         Err(e) => {
@@ -428,7 +509,7 @@ async fn connection(stream: UnixStream, shared: Arc<Shared>) {
         () = stopped(&mut stop) => return,
         first = tokio::time::timeout(hello_timeout, protocol::read_message(&mut reader, &mut lines)) => first,
     };
-    let (pid, client) = match first {
+    let (pid, client, identity, events) = match first {
         Err(_) => {
             return refuse(writer, format!("no hello within {hello_timeout:?}")).await;
         }
@@ -440,6 +521,8 @@ async fn connection(stream: UnixStream, shared: Arc<Shared>) {
             protocol,
             pid,
             client,
+            identity,
+            events,
         }))) => {
             if protocol != PROTOCOL_VERSION {
                 let message = format!(
@@ -455,7 +538,15 @@ async fn connection(stream: UnixStream, shared: Arc<Shared>) {
                 );
                 return refuse(writer, message).await;
             }
-            (pid, client)
+            // Agreed: what both list, in the application's order.
+            let agreed: Vec<String> = shared
+                .options
+                .events
+                .iter()
+                .filter(|e| events.contains(e))
+                .cloned()
+                .collect();
+            (pid, client, identity, agreed)
         }
         Ok(Ok(Read::Malformed { reason, .. })) => {
             return refuse(writer, format!("the first line must be a hello: {reason}")).await;
@@ -468,21 +559,28 @@ async fn connection(stream: UnixStream, shared: Arc<Shared>) {
         .await
         .unwrap_or_default();
     let peer = Arc::new(PeerInfo {
+        connection: number,
         pid,
         uid: cred.uid(),
         gid: cred.gid(),
         client,
+        identity,
+        events,
         ancestry,
     });
     tracing::debug!(pid, client = %peer.client, "relay client connected");
     shared.connections.fetch_add(1, Ordering::Relaxed);
     let _counted = Counted(&shared.connections);
+    shared.handler.connected(&peer);
+    let _known = Known(&shared, &peer);
 
     let mut writer = writer;
     let welcome = Message::Welcome {
         protocol: PROTOCOL_VERSION,
         app: shared.app.clone(),
         app_id: shared.options.app_id.clone(),
+        events: peer.events.clone(),
+        instructions: shared.handler.instructions(&peer),
     };
     let mut generation = shared.generation.subscribe();
     generation.mark_unchanged();
@@ -493,8 +591,17 @@ async fn connection(stream: UnixStream, shared: Arc<Shared>) {
         return;
     }
     let max_in_flight = shared.options.max_in_flight;
-    let (tx, rx) = mpsc::channel(max_in_flight + 8);
+    let (tx, rx) = mpsc::channel(max_in_flight + 64);
     let write_task = tokio::spawn(write_loop(writer, rx, generation));
+    if !peer.events.is_empty() {
+        shared.clients().insert(
+            number,
+            Client {
+                outgoing: tx.clone(),
+                events: peer.events.clone(),
+            },
+        );
+    }
 
     let permits = Arc::new(Semaphore::new(max_in_flight));
     let mut calls = JoinSet::new();
@@ -551,6 +658,16 @@ async fn connection(stream: UnixStream, shared: Arc<Shared>) {
             Ok(Read::Message(Message::Hello { .. })) => Message::Error {
                 message: "hello was already received on this connection".into(),
             },
+            Ok(Read::Message(Message::Event { name, params })) => {
+                match client_event(&peer, name, params) {
+                    Ok(event) => {
+                        let (shared, peer) = (shared.clone(), peer.clone());
+                        calls.spawn(async move { shared.handler.event(peer, event).await });
+                        continue;
+                    }
+                    Err(message) => Message::Error { message },
+                }
+            }
             Ok(Read::Message(Message::Error { message })) => {
                 tracing::debug!(%message, "the client reported an error");
                 continue;
@@ -565,6 +682,8 @@ async fn connection(stream: UnixStream, shared: Arc<Shared>) {
     }
     drop(reader);
     while calls.join_next().await.is_some() {}
+    // The event table's copy of the sender would keep the writer waiting.
+    shared.clients().remove(&number);
     drop(tx);
     let _ = write_task.await;
     tracing::debug!(pid, "relay client disconnected");
@@ -587,7 +706,33 @@ fn kind(message: &Message) -> &'static str {
         Message::Request { .. } => "request",
         Message::Response { .. } => "response",
         Message::Notify { .. } => "notify",
+        Message::Event { .. } => "event",
         Message::Error { .. } => "error",
+    }
+}
+
+/// A client's event, if it is one the connection agreed on, with an object
+/// of params within [`MAX_EVENT`]; else why not.
+fn client_event(peer: &PeerInfo, name: String, params: Value) -> Result<Event, String> {
+    if !peer.events.contains(&name) {
+        return Err(format!("event {name} was not agreed on this connection"));
+    }
+    let Value::Object(params) = params else {
+        return Err(format!("event {name}: params must be an object"));
+    };
+    let event = Event::new(name, params);
+    event_message(&event).map_err(|e| format!("event {}: {e}", event.name))?;
+    Ok(event)
+}
+
+/// Keeps a connection in the event table while it lives, and tells the
+/// handler when it goes.
+struct Known<'a>(&'a Shared, &'a PeerInfo);
+
+impl Drop for Known<'_> {
+    fn drop(&mut self) {
+        self.0.clients().remove(&self.1.connection);
+        self.0.handler.disconnected(self.1);
     }
 }
 

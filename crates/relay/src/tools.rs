@@ -27,7 +27,7 @@ use std::{collections::HashMap, fmt::Write as _, future::Future, pin::Pin, sync:
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use crate::proctree::ProcessInfo;
+use crate::{events::Event, proctree::ProcessInfo};
 
 /// One tool, as the application offers it: an MCP `Tool` plus the relay-only
 /// `timeout_ms`.
@@ -221,6 +221,9 @@ fn text_block(text: String) -> Value {
 /// Who is on the other end of a connection, as the kernel tells it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PeerInfo {
+    /// The connection's number, unique while the server runs (for
+    /// [`Handle::push_to`](crate::Handle::push_to)).
+    pub connection: u64,
     /// The client's process id (checked against its `hello`).
     pub pid: u32,
     /// The client's user id (always the application's own: others are
@@ -230,6 +233,11 @@ pub struct PeerInfo {
     pub gid: u32,
     /// The `client` text of the `hello` (for logs; not verified).
     pub client: String,
+    /// The name the client says its user goes by (`hello`'s `identity`;
+    /// not verified beyond the uid).
+    pub identity: Option<String>,
+    /// The events this connection and the application agreed on.
+    pub events: Vec<String>,
     /// The client process and its ancestors, nearest first: `ancestry[0]`
     /// is the client itself (normally `switchboard shim`), `ancestry[1]` the
     /// process that spawned it (normally the agent CLI), and so on up to
@@ -288,6 +296,48 @@ pub trait ToolHandler: Send + Sync + 'static {
     /// Runs one call. A failure the agent should read is a
     /// [`ToolResult::error`]; a panic becomes an `internal` error response.
     fn call(&self, call: Call) -> impl Future<Output = ToolResult> + Send;
+
+    /// A client said hello; it is welcomed once this returns.
+    fn connected(&self, _peer: &Arc<PeerInfo>) {}
+
+    /// Guidance for the agent behind `peer`, sent in the `welcome` (the
+    /// shim passes it on as its `initialize` instructions).
+    fn instructions(&self, _peer: &PeerInfo) -> Option<String> {
+        None
+    }
+
+    /// The client sent an event both sides agreed on. Its params are an
+    /// object of at most [`MAX_EVENT`](crate::events::MAX_EVENT) bytes
+    /// (others never reach here).
+    fn event(&self, _peer: Arc<PeerInfo>, _event: Event) -> impl Future<Output = ()> + Send {
+        async {}
+    }
+
+    /// The client's connection closed.
+    fn disconnected(&self, _peer: &PeerInfo) {}
+}
+
+/// A shared handler serves like the handler itself, so an application can
+/// keep a reference (to reach its own state) while the server runs it.
+impl<H: ToolHandler> ToolHandler for Arc<H> {
+    fn tools(&self) -> Vec<Tool> {
+        (**self).tools()
+    }
+    fn call(&self, call: Call) -> impl Future<Output = ToolResult> + Send {
+        (**self).call(call)
+    }
+    fn connected(&self, peer: &Arc<PeerInfo>) {
+        (**self).connected(peer);
+    }
+    fn instructions(&self, peer: &PeerInfo) -> Option<String> {
+        (**self).instructions(peer)
+    }
+    fn event(&self, peer: Arc<PeerInfo>, event: Event) -> impl Future<Output = ()> + Send {
+        (**self).event(peer, event)
+    }
+    fn disconnected(&self, peer: &PeerInfo) {
+        (**self).disconnected(peer);
+    }
 }
 
 /// A boxed future, as the type-erased handler returns it.
@@ -297,6 +347,10 @@ pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 pub(crate) trait DynHandler: Send + Sync + 'static {
     fn tools(&self) -> Vec<Tool>;
     fn call(&self, call: Call) -> BoxFuture<'_, ToolResult>;
+    fn connected(&self, peer: &Arc<PeerInfo>);
+    fn instructions(&self, peer: &PeerInfo) -> Option<String>;
+    fn event(&self, peer: Arc<PeerInfo>, event: Event) -> BoxFuture<'_, ()>;
+    fn disconnected(&self, peer: &PeerInfo);
 }
 
 impl<H: ToolHandler> DynHandler for H {
@@ -305,6 +359,18 @@ impl<H: ToolHandler> DynHandler for H {
     }
     fn call(&self, call: Call) -> BoxFuture<'_, ToolResult> {
         Box::pin(ToolHandler::call(self, call))
+    }
+    fn connected(&self, peer: &Arc<PeerInfo>) {
+        ToolHandler::connected(self, peer);
+    }
+    fn instructions(&self, peer: &PeerInfo) -> Option<String> {
+        ToolHandler::instructions(self, peer)
+    }
+    fn event(&self, peer: Arc<PeerInfo>, event: Event) -> BoxFuture<'_, ()> {
+        Box::pin(ToolHandler::event(self, peer, event))
+    }
+    fn disconnected(&self, peer: &PeerInfo) {
+        ToolHandler::disconnected(self, peer);
     }
 }
 

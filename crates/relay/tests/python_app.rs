@@ -9,7 +9,7 @@ use std::{path::Path, process::Stdio, time::Duration};
 use common::{Raw, WAIT, params};
 use serde_json::{Value, json};
 use switchboard_relay::{
-    client::{Event, Link, LinkError},
+    client::{Incoming, Link, LinkError},
     protocol::ErrorCode,
 };
 use tokio::{
@@ -145,13 +145,13 @@ async fn a_link_drives_the_python_app() {
     // SIGUSR1 and the toggle_extra tool both announce a new list.
     app.signal(libc::SIGUSR1);
     let event = tokio::time::timeout(WAIT, events.recv()).await.unwrap();
-    assert_eq!(event, Some(Event::Notify("tools_changed".into())));
+    assert_eq!(event, Some(Incoming::Notify("tools_changed".into())));
     assert_eq!(
         text(&call(&link, "toggle_extra", json!({})).await.unwrap()),
         "shout is on"
     );
     let event = tokio::time::timeout(WAIT, events.recv()).await.unwrap();
-    assert_eq!(event, Some(Event::Notify("tools_changed".into())));
+    assert_eq!(event, Some(Incoming::Notify("tools_changed".into())));
     let list = link
         .request("tools/list", None, Duration::from_secs(3))
         .await

@@ -9,7 +9,7 @@ use common::{Raw, Running, WAIT, params};
 use serde_json::{Value, json};
 use switchboard_relay::{
     BindError, Options,
-    client::{Event, Link, LinkError},
+    client::{Incoming, Link, LinkError},
     protocol::ErrorCode,
 };
 use tokio::io::AsyncWriteExt;
@@ -17,7 +17,7 @@ use tokio::io::AsyncWriteExt;
 const LIST: Duration = Duration::from_secs(3);
 const CALL: Duration = Duration::from_secs(15);
 
-async fn link(path: &std::path::Path) -> (Link, tokio::sync::mpsc::UnboundedReceiver<Event>) {
+async fn link(path: &std::path::Path) -> (Link, tokio::sync::mpsc::UnboundedReceiver<Incoming>) {
     Link::connect(path, Duration::from_secs(1), "relay test")
         .await
         .unwrap()
@@ -350,7 +350,7 @@ async fn a_tool_list_change_reaches_every_link() {
     server.handle.tools_changed().unwrap();
     for events in [&mut first_events, &mut second_events] {
         let event = tokio::time::timeout(WAIT, events.recv()).await.unwrap();
-        assert_eq!(event, Some(Event::Notify("tools_changed".into())));
+        assert_eq!(event, Some(Incoming::Notify("tools_changed".into())));
     }
     let list = first.request("tools/list", None, LIST).await.unwrap();
     assert_eq!(list["tools"].as_array().unwrap().len(), 6);

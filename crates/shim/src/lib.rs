@@ -42,7 +42,8 @@ use tokio_util::task::TaskTracker;
 
 use crate::framing::{MAX_MESSAGE_BYTES, error_json, line_reader, strip_bom};
 use switchboard_lines::Next;
-use upstream::{CallFailure, Timeouts, Upstream};
+use switchboard_relay::{Event, events};
+use upstream::{CallFailure, Timeouts, Upstream, Upward};
 
 /// Protocol revisions with an `initialize` handshake, oldest first.
 const VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
@@ -87,6 +88,10 @@ pub struct ShimArgs {
         default_value_t = 15_000
     )]
     pub call_timeout_ms: u64,
+    /// The agent's nick, told to the application (the switchboard daemon
+    /// uses it as the agent's chat identity).
+    #[arg(long, value_name = "NICK", env = "SWITCHBOARD_NICK")]
+    pub nick: Option<String>,
 }
 
 /// Where the shim finds its application, and how long it waits for it.
@@ -94,6 +99,7 @@ struct Target {
     pub socket: PathBuf,
     pub cache_file: PathBuf,
     pub app_id: String,
+    pub identity: Option<String>,
     pub timeouts: Timeouts,
 }
 
@@ -117,6 +123,7 @@ impl Target {
                     socket: socket.clone(),
                     cache_file: PathBuf::from(cache),
                     app_id: name,
+                    identity: args.nick.clone().filter(|n| !n.is_empty()),
                     timeouts,
                 }
             }
@@ -128,6 +135,7 @@ impl Target {
                     socket,
                     cache_file,
                     app_id: args.app_id.clone(),
+                    identity: args.nick.clone().filter(|n| !n.is_empty()),
                     timeouts,
                 }
             }
@@ -192,6 +200,30 @@ fn log_to(path: &Path) -> Result<(), ShimError> {
     Ok(())
 }
 
+/// How long `initialize` waits for a running application's welcome (which
+/// says what the application pushes, and how to guide the agent).
+const WELCOME_WAIT: Duration = Duration::from_millis(500);
+/// How often a relayed call with a progress token reports progress.
+const PROGRESS_EVERY: Duration = Duration::from_secs(10);
+
+/// What the reading side and the notifying side share about the client.
+#[derive(Default)]
+struct Client {
+    initialized: AtomicBool,
+    /// The events declared to the client as experimental capabilities.
+    declared: std::sync::Mutex<Vec<String>>,
+}
+
+impl Client {
+    fn declared(&self, name: &str) -> bool {
+        self.declared
+            .lock()
+            .expect("declared lock")
+            .iter()
+            .any(|d| d == name)
+    }
+}
+
 /// Serves one MCP client on `input`/`output`.
 async fn serve<R, W>(target: Target, input: R, output: W)
 where
@@ -200,25 +232,38 @@ where
 {
     let (out, lines) = mpsc::unbounded_channel::<String>();
     let writer = tokio::spawn(write_lines(output, lines));
-    let (changed_tx, mut changed) = mpsc::unbounded_channel();
+    let (upward_tx, mut upward) = mpsc::unbounded_channel();
     let upstream = Upstream::new(
         target.socket,
         target.cache_file,
         target.app_id,
+        target.identity,
         target.timeouts,
-        changed_tx,
+        upward_tx,
     );
-    let initialized = Arc::new(AtomicBool::new(false));
+    let client = Arc::new(Client::default());
     {
-        let (out, initialized) = (out.clone(), initialized.clone());
+        let (out, client) = (out.clone(), client.clone());
         tokio::spawn(async move {
-            while changed.recv().await.is_some() {
-                if initialized.load(Ordering::Acquire) {
-                    let _ = out.send(
-                        json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
-                            .to_string(),
-                    );
+            while let Some(up) = upward.recv().await {
+                if !client.initialized.load(Ordering::Acquire) {
+                    continue;
                 }
+                let line = match up {
+                    Upward::ToolsChanged => {
+                        json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+                    }
+                    Upward::Event(event) if client.declared(&event.name) => json!({
+                        "jsonrpc": "2.0",
+                        "method": format!("notifications/{}", event.name),
+                        "params": event.params,
+                    }),
+                    Upward::Event(event) => {
+                        tracing::debug!(event = %event.name, "dropped an event the client was not offered");
+                        continue;
+                    }
+                };
+                let _ = out.send(line.to_string());
             }
         });
     }
@@ -292,9 +337,7 @@ where
             continue;
         }
         let Some(id) = id.filter(|id| id.is_number() || id.is_string()) else {
-            if method == "notifications/initialized" {
-                initialized.store(true, Ordering::Release);
-            }
+            notification(&upstream, &client, &method, message.get("params"));
             continue; // notifications get no reply
         };
         let params = match message.get("params") {
@@ -309,12 +352,19 @@ where
                 continue;
             }
         };
-        let (upstream, out, initialized) = (upstream.clone(), out.clone(), initialized.clone());
+        let (upstream, out, client) = (upstream.clone(), out.clone(), client.clone());
         in_flight.spawn(async move {
-            let reply = match handle(&upstream, &method, params, &initialized).await {
+            let progress = progress_token(&params).map(|token| {
+                let out = out.clone();
+                tokio::spawn(report_progress(token, out))
+            });
+            let reply = match handle(&upstream, &method, params, &client).await {
                 Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string(),
                 Err((code, message)) => error_json(id, code, &message),
             };
+            if let Some(progress) = progress {
+                progress.abort();
+            }
             let _ = out.send(reply);
         });
     }
@@ -326,13 +376,60 @@ where
     let _ = tokio::time::timeout(Duration::from_secs(2), writer).await;
 }
 
+/// A notification from the client: `initialized`, and the permission
+/// requests the application agreed to take.
+fn notification(upstream: &Arc<Upstream>, client: &Client, method: &str, params: Option<&Value>) {
+    if method == "notifications/initialized" {
+        client.initialized.store(true, Ordering::Release);
+        return;
+    }
+    let Some(name) = method.strip_prefix("notifications/") else {
+        return;
+    };
+    if name != events::PERMISSION_REQUEST {
+        return;
+    }
+    let Some(Value::Object(params)) = params else {
+        tracing::warn!(%method, "ignored a permission request whose params are not an object");
+        return;
+    };
+    let (upstream, event) = (upstream.clone(), Event::new(name, params.clone()));
+    tokio::spawn(async move { upstream.send_event(event).await });
+}
+
+/// The request's `_meta.progressToken`, if it is one MCP allows (a string
+/// or an integer).
+fn progress_token(params: &Map<String, Value>) -> Option<Value> {
+    let token = params.get("_meta")?.get("progressToken")?;
+    (token.is_string() || token.is_i64() || token.is_u64()).then(|| token.clone())
+}
+
+/// Reports progress every [`PROGRESS_EVERY`] until aborted: a relayed call
+/// may wait long (`wait_for_messages`), and clients reset their idle timeout
+/// on progress.
+async fn report_progress(token: Value, out: mpsc::UnboundedSender<String>) {
+    let mut step = 0u64;
+    loop {
+        tokio::time::sleep(PROGRESS_EVERY).await;
+        step += 1;
+        let line = json!({
+            "jsonrpc": "2.0",
+            "method": "notifications/progress",
+            "params": {"progressToken": token, "progress": step, "message": "waiting for the application"},
+        });
+        if out.send(line.to_string()).is_err() {
+            return;
+        }
+    }
+}
+
 type Reply = Result<Value, (i32, String)>;
 
 async fn handle(
     upstream: &Arc<Upstream>,
     method: &str,
     params: Map<String, Value>,
-    initialized: &AtomicBool,
+    client: &Client,
 ) -> Reply {
     match method {
         "initialize" => {
@@ -344,13 +441,34 @@ async fn handle(
                 .iter()
                 .find(|v| **v == requested)
                 .unwrap_or(&VERSIONS[VERSIONS.len() - 1]);
+            let welcome = upstream.welcome(WELCOME_WAIT).await;
+            let agreed = welcome
+                .as_ref()
+                .map_or_else(|| upstream.cached_events(), |w| w.events.clone());
+            // What the shim itself delivers to its client.
+            let declared: Vec<String> = agreed
+                .into_iter()
+                .filter(|e| e == events::CHANNEL || e == events::PERMISSION)
+                .collect();
+            let mut capabilities = json!({"tools": {"listChanged": true}});
+            if !declared.is_empty() {
+                let experimental: Map<String, Value> = declared
+                    .iter()
+                    .map(|e| (e.clone(), json!({})))
+                    .collect();
+                capabilities["experimental"] = Value::Object(experimental);
+            }
+            *client.declared.lock().expect("declared lock") = declared;
             // Some hosts never send notifications/initialized.
-            initialized.store(true, Ordering::Release);
+            client.initialized.store(true, Ordering::Release);
+            let instructions = welcome
+                .and_then(|w| w.instructions)
+                .unwrap_or_else(|| format!("Tools of {}, relayed by switchboard.", upstream.app_name()));
             Ok(json!({
                 "protocolVersion": version,
-                "capabilities": {"tools": {"listChanged": true}},
+                "capabilities": capabilities,
                 "serverInfo": {"name": "switchboard-shim", "version": env!("CARGO_PKG_VERSION")},
-                "instructions": format!("Tools of {}, relayed by switchboard.", upstream.app_name()),
+                "instructions": instructions,
             }))
         }
         "ping" => Ok(json!({})),

@@ -15,7 +15,9 @@ use std::{
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use switchboard_relay::{
-    client::{Event, Link, LinkError},
+    Event,
+    client::{Hello, Incoming, Link, LinkError, Welcome},
+    events,
     protocol::{ErrorCode, TOOLS_CHANGED},
 };
 use tokio::sync::{mpsc, watch};
@@ -40,7 +42,27 @@ pub struct Snapshot {
     pub app: Option<String>,
     /// Tool definitions as the application sent them (with `timeout_ms`).
     pub tools: Vec<Value>,
+    /// The events the application agreed on last time.
+    #[serde(default)]
+    pub events: Vec<String>,
 }
+
+/// What the shim passes up to its MCP client from the application.
+#[derive(Debug)]
+pub enum Upward {
+    /// The tool list changed: `notifications/tools/list_changed`.
+    ToolsChanged,
+    /// An event for the agent: `notifications/<name>`.
+    Event(Event),
+}
+
+/// The events the shim can take part in: it delivers the first two to its
+/// client and passes the third on from it.
+pub const EVENTS: [&str; 3] = [
+    events::CHANNEL,
+    events::PERMISSION,
+    events::PERMISSION_REQUEST,
+];
 
 /// Why a call did not produce a tool result.
 #[derive(Debug)]
@@ -62,17 +84,19 @@ pub struct Upstream {
     socket: PathBuf,
     cache_file: PathBuf,
     fallback_name: String,
+    /// The agent's nick, when the shim was given one.
+    identity: Option<String>,
     timeouts: Timeouts,
     link: tokio::sync::Mutex<Option<Arc<Link>>>,
     snapshot: Mutex<Snapshot>,
     /// The events of the newest link (and its number), for the watcher to
     /// follow.
-    events: Mutex<Option<(u64, mpsc::UnboundedReceiver<Event>)>>,
+    events: Mutex<Option<(u64, mpsc::UnboundedReceiver<Incoming>)>>,
     /// The number of the newest link: bumped on every dial, so the watcher
     /// stops following a link the shim has dropped and replaced.
     generation: watch::Sender<u64>,
-    /// Tells the MCP side to send `notifications/tools/list_changed`.
-    changed: mpsc::UnboundedSender<()>,
+    /// What to tell the MCP client.
+    upward: mpsc::UnboundedSender<Upward>,
 }
 
 impl Upstream {
@@ -80,21 +104,56 @@ impl Upstream {
         socket: PathBuf,
         cache_file: PathBuf,
         fallback_name: String,
+        identity: Option<String>,
         timeouts: Timeouts,
-        changed: mpsc::UnboundedSender<()>,
+        upward: mpsc::UnboundedSender<Upward>,
     ) -> Arc<Self> {
         let snapshot = read_cache(&cache_file).unwrap_or_default();
         Arc::new(Self {
             socket,
             cache_file,
             fallback_name,
+            identity,
             timeouts,
             link: tokio::sync::Mutex::new(None),
             snapshot: Mutex::new(snapshot),
             events: Mutex::new(None),
             generation: watch::Sender::new(0),
-            changed,
+            upward,
         })
+    }
+
+    /// The application's welcome, dialling if needed and waiting at most
+    /// `wait` for it; `None` when the application is away.
+    pub async fn welcome(self: &Arc<Self>, wait: Duration) -> Option<Welcome> {
+        let link = self.link().await.ok()?;
+        let welcome = link.wait_welcome(wait).await?;
+        let mut snapshot = self.snapshot.lock().expect("snapshot lock");
+        if snapshot.events != welcome.events || snapshot.app.as_ref() != Some(&welcome.app) {
+            snapshot.events = welcome.events.clone();
+            snapshot.app = Some(welcome.app.clone());
+            write_cache(&self.cache_file, &snapshot);
+        }
+        Some(welcome)
+    }
+
+    /// The events the application agreed on when last seen.
+    pub fn cached_events(&self) -> Vec<String> {
+        self.snapshot.lock().expect("snapshot lock").events.clone()
+    }
+
+    /// Passes `event` on to the application, if it is there and agreed.
+    pub async fn send_event(self: &Arc<Self>, event: Event) {
+        let link = match self.link().await {
+            Ok(link) => link,
+            Err(e) => {
+                tracing::warn!(event = %event.name, error = %e, "an event could not be passed on: the application is away");
+                return;
+            }
+        };
+        if let Err(e) = link.send_event(&event, self.timeouts.call).await {
+            tracing::warn!(event = %event.name, error = %e, "an event could not be passed on");
+        }
     }
 
     /// The name to show in messages: from the application, else the id.
@@ -115,8 +174,12 @@ impl Upstream {
         {
             return Ok(link.clone());
         }
-        let (link, events) =
-            Link::connect(&self.socket, self.timeouts.connect, CLIENT_NAME).await?;
+        let hello = Hello {
+            identity: self.identity.clone(),
+            events: EVENTS.iter().map(|e| (*e).to_owned()).collect(),
+            ..Hello::new(CLIENT_NAME)
+        };
+        let (link, events) = Link::connect_as(&self.socket, self.timeouts.connect, hello).await?;
         let link = Arc::new(link);
         *slot = Some(link.clone());
         let mut generation = 0;
@@ -142,7 +205,7 @@ impl Upstream {
         match self.fetch_list().await {
             Ok((tools, changed)) => {
                 if changed {
-                    let _ = self.changed.send(());
+                    let _ = self.upward.send(Upward::ToolsChanged);
                 }
                 tools
             }
@@ -264,7 +327,7 @@ impl Upstream {
                 // It (re)appeared: refresh, and announce even an unchanged list,
                 // since a host may have read an empty one meanwhile.
                 if self.fetch_list().await.is_ok() {
-                    let _ = self.changed.send(());
+                    let _ = self.upward.send(Upward::ToolsChanged);
                 }
             }
             present = up;
@@ -285,11 +348,14 @@ impl Upstream {
                             // (its close, above all) comes first.
                             biased;
                             event = events.recv() => match event {
-                                Some(Event::Notify(name)) if name == TOOLS_CHANGED => {
+                                Some(Incoming::Notify(name)) if name == TOOLS_CHANGED => {
                                     self.list().await;
                                 }
-                                Some(Event::Notify(_)) => {}
-                                Some(Event::Closed(reason)) => {
+                                Some(Incoming::Notify(_)) => {}
+                                Some(Incoming::Event(event)) => {
+                                    let _ = self.upward.send(Upward::Event(event));
+                                }
+                                Some(Incoming::Closed(reason)) => {
                                     tracing::debug!(%reason, "relay link closed");
                                     break;
                                 }

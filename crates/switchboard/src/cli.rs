@@ -122,4 +122,7 @@ pub struct ServeArgs {
     /// Write logs to FILE instead of stderr.
     #[arg(long, value_name = "FILE")]
     pub log_file: Option<PathBuf>,
+    /// The agent's chat nick for --stdio (also SWITCHBOARD_NICK, chat.nick).
+    #[arg(long, value_name = "NICK")]
+    pub nick: Option<String>,
 }

@@ -13,7 +13,7 @@ use std::{
 
 use serde::Deserialize;
 use switchboard_chat::{
-    Durability, NameRules,
+    ApprovalSettings, ChatSettings, Durability, NameRules, PushMode, PushSettings,
     irc::{FloodSettings, IrcSettings, Sasl, Tls},
 };
 use switchboard_docs::DocsConfig;
@@ -105,9 +105,55 @@ pub struct HttpConfig {
 pub struct ChatConfig {
     pub enabled: bool,
     pub backend: Backend,
+    /// The agent's nick for `serve --stdio` (also `--nick`, `SWITCHBOARD_NICK`).
+    pub nick: Option<String>,
     pub max_text_bytes: usize,
     pub durability: Durability,
+    pub push: PushConfig,
+    pub approvals: Option<ApprovalsConfig>,
     pub irc: IrcConfig,
+}
+
+/// `[chat.push]`: what is pushed into sessions that can be woken.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PushConfig {
+    pub mode: PushMode,
+    pub per_minute: u32,
+    pub coalesce_ms: u64,
+    /// Pause a channel's pushes after this many agent messages in a row
+    /// (0: never).
+    pub loop_messages: usize,
+    pub loop_window_s: u64,
+}
+
+impl Default for PushConfig {
+    fn default() -> Self {
+        let push = PushSettings::default();
+        Self {
+            mode: push.mode,
+            per_minute: push.per_minute,
+            coalesce_ms: push.coalesce.as_millis() as u64,
+            loop_messages: push.loop_messages,
+            loop_window_s: push.loop_window.as_secs(),
+        }
+    }
+}
+
+/// `[chat.approvals]`: permission prompts answered in a channel.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalsConfig {
+    pub channel: String,
+    /// Nicks that may answer; any human when empty.
+    #[serde(default)]
+    pub approvers: Vec<String>,
+    #[serde(default = "default_approval_timeout")]
+    pub timeout_s: u64,
+}
+
+fn default_approval_timeout() -> u64 {
+    600
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -186,8 +232,11 @@ impl Default for ChatConfig {
         Self {
             enabled: true,
             backend: Backend::Local,
+            nick: None,
             max_text_bytes: 32 * 1024,
             durability: Durability::Full,
+            push: PushConfig::default(),
+            approvals: None,
             irc: IrcConfig::default(),
         }
     }
@@ -378,6 +427,9 @@ impl Config {
         if let Some(v) = env("IRC_NICK") {
             self.chat.irc.nick = v;
         }
+        if let Some(v) = env("SWITCHBOARD_NICK").filter(|v| !v.is_empty()) {
+            self.chat.nick = Some(v);
+        }
         if let Some(v) = env("SWITCHBOARD_LOG") {
             self.log.level = v;
         }
@@ -421,6 +473,9 @@ impl Config {
         }
         if let Some(file) = &args.log_file {
             self.log.file = Some(file.clone());
+        }
+        if let Some(nick) = &args.nick {
+            self.chat.nick = Some(nick.clone());
         }
     }
 
@@ -473,15 +528,7 @@ impl Config {
                 ));
             }
         }
-        if !(1..=MAX_TEXT_LIMIT).contains(&self.chat.max_text_bytes) {
-            return Err(invalid(
-                "chat.max_text_bytes",
-                format!(
-                    "{} is out of range; use 1 to {MAX_TEXT_LIMIT}",
-                    self.chat.max_text_bytes
-                ),
-            ));
-        }
+        self.validate_chat()?;
         if self.chat.enabled && self.chat.backend == Backend::Irc {
             self.validate_irc(env)?;
         }
@@ -503,6 +550,94 @@ impl Config {
         }
         .build(&self.base_dir)
         .map_err(|e| invalid(e.key(), e.message()))
+    }
+
+    /// The chat toolset's settings, checked: nicks and channels against the
+    /// naming rules every network accepts, limits within their ranges.
+    pub fn chat_settings(&self) -> Result<ChatSettings, ConfigError> {
+        let chat = &self.chat;
+        let rules = NameRules::default();
+        if !(1..=MAX_TEXT_LIMIT).contains(&chat.max_text_bytes) {
+            return Err(invalid(
+                "chat.max_text_bytes",
+                format!(
+                    "{} is out of range; use 1 to {MAX_TEXT_LIMIT}",
+                    chat.max_text_bytes
+                ),
+            ));
+        }
+        if let Some(nick) = &chat.nick {
+            rules
+                .nick(nick)
+                .map_err(|e| invalid("chat.nick (--nick, SWITCHBOARD_NICK)", e.to_string()))?;
+        }
+        let push = &chat.push;
+        if !(1..=600).contains(&push.per_minute) {
+            return Err(invalid(
+                "chat.push.per_minute",
+                format!("{} is out of range; use 1 to 600", push.per_minute),
+            ));
+        }
+        if push.coalesce_ms > 10_000 {
+            return Err(invalid(
+                "chat.push.coalesce_ms",
+                format!("{} is out of range; use 0 to 10000", push.coalesce_ms),
+            ));
+        }
+        if push.loop_messages == 1 || push.loop_messages > 1000 {
+            return Err(invalid(
+                "chat.push.loop_messages",
+                format!(
+                    "{} is out of range; use 0 (off) or 2 to 1000",
+                    push.loop_messages
+                ),
+            ));
+        }
+        if !(1..=86_400).contains(&push.loop_window_s) {
+            return Err(invalid(
+                "chat.push.loop_window_s",
+                format!("{} is out of range; use 1 to 86400", push.loop_window_s),
+            ));
+        }
+        let approvals = match &chat.approvals {
+            None => None,
+            Some(a) => {
+                rules
+                    .channel(&a.channel)
+                    .map_err(|e| invalid("chat.approvals.channel", e.to_string()))?;
+                for nick in &a.approvers {
+                    rules
+                        .nick(nick)
+                        .map_err(|e| invalid("chat.approvals.approvers", e.to_string()))?;
+                }
+                if !(1..=86_400).contains(&a.timeout_s) {
+                    return Err(invalid(
+                        "chat.approvals.timeout_s",
+                        format!("{} is out of range; use 1 to 86400", a.timeout_s),
+                    ));
+                }
+                Some(ApprovalSettings {
+                    channel: a.channel.clone(),
+                    approvers: a.approvers.clone(),
+                    timeout: Duration::from_secs(a.timeout_s),
+                })
+            }
+        };
+        Ok(ChatSettings {
+            max_text_bytes: chat.max_text_bytes,
+            push: PushSettings {
+                mode: push.mode,
+                per_minute: push.per_minute,
+                coalesce: Duration::from_millis(push.coalesce_ms),
+                loop_messages: push.loop_messages,
+                loop_window: Duration::from_secs(push.loop_window_s),
+            },
+            approvals,
+        })
+    }
+
+    fn validate_chat(&self) -> Result<(), ConfigError> {
+        self.chat_settings().map(drop)
     }
 
     fn validate_irc(&self, env: &dyn Fn(&str) -> Option<String>) -> Result<(), ConfigError> {

@@ -10,20 +10,18 @@ use std::sync::Arc;
 use rmcp::{
     ErrorData, RoleServer, ServerHandler,
     model::{
-        CallToolRequestParams, CallToolResponse, CallToolResult, GetPromptRequestParams,
-        GetPromptResponse, Implementation, JsonObject, ListPromptsResult,
-        ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-        PromptsCapability, ReadResourceRequestParams, ReadResourceResponse, ResourcesCapability,
-        ServerCapabilities, ServerConfig, Tool,
+        CallToolRequestParams, CallToolResponse, CallToolResult, CustomNotification,
+        ExperimentalCapabilities, GetPromptRequestParams, GetPromptResponse, Implementation,
+        JsonObject, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
+        ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, PromptsCapability,
+        ReadResourceRequestParams, ReadResourceResponse, ResourcesCapability, ServerCapabilities,
+        ServerConfig, Tool,
     },
-    service::RequestContext,
+    service::{NotificationContext, RequestContext},
 };
-use switchboard_toolset::{Caller, Registry};
+use serde_json::Value;
+use switchboard_toolset::{Caller, Notification, Progress, Registry};
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
-
-/// The guidance given at `initialize` when the config has none and chat is on.
-pub const CHAT_INSTRUCTIONS: &str = "Chat with other agents and humans in channels: send_message to post, \
-read_messages or wait_for_messages to follow a channel, search_messages to find older messages.";
 
 /// Tracks in-flight tool calls so shutdown can let them finish.
 #[derive(Clone, Default)]
@@ -51,10 +49,13 @@ pub struct McpServer {
     registry: Registry,
     drain: Drain,
     caller: Arc<Caller>,
+    /// The config's `instructions`, which replace the toolsets' own.
     instructions: Option<Arc<str>>,
 }
 
 impl McpServer {
+    /// A server for `registry`; `instructions` (from the config) replace the
+    /// guidance the toolsets give.
     pub fn new(registry: Registry, drain: Drain, instructions: Option<String>) -> Self {
         Self {
             registry,
@@ -74,9 +75,28 @@ impl McpServer {
 }
 
 impl McpServer {
+    /// The `initialize` guidance for this handler's client.
+    pub fn instructions(&self) -> Option<String> {
+        match &self.instructions {
+            Some(text) => Some(text.to_string()),
+            None => self.registry.instructions(self.caller.session.as_deref()),
+        }
+    }
+
     /// Runs a tool for this handler's caller, unless shutdown has begun.
     pub async fn call(
         &self,
+        name: &str,
+        arguments: JsonObject,
+    ) -> Result<CallToolResult, ErrorData> {
+        self.call_as(&self.caller, name, arguments).await
+    }
+
+    /// Runs a tool for `caller` (this handler's, with per-call details such
+    /// as progress reporting), unless shutdown has begun.
+    async fn call_as(
+        &self,
+        caller: &Caller,
         name: &str,
         arguments: JsonObject,
     ) -> Result<CallToolResult, ErrorData> {
@@ -87,9 +107,9 @@ impl McpServer {
             ));
         }
         let _in_flight = self.drain.calls.token();
-        tracing::debug!(tool = %name, caller = %self.caller.label, "tools/call");
+        tracing::debug!(tool = %name, caller = %caller.label, "tools/call");
         self.registry
-            .call(name, arguments, &self.caller)
+            .call(name, arguments, caller)
             .await
             .ok_or_else(|| {
                 ErrorData::invalid_params(
@@ -107,6 +127,18 @@ impl McpServer {
 impl ServerHandler for McpServer {
     fn get_info(&self) -> ServerConfig {
         let mut capabilities = ServerCapabilities::builder().enable_tools().build();
+        // What toolsets push needs a client that can be notified.
+        if self.caller.session.as_ref().is_some_and(|s| s.can_notify()) {
+            let experimental: ExperimentalCapabilities = self
+                .registry
+                .experimental()
+                .into_iter()
+                .map(|name| (name.to_owned(), JsonObject::new()))
+                .collect();
+            if !experimental.is_empty() {
+                capabilities.experimental = Some(experimental);
+            }
+        }
         if self.registry.has_resources() {
             capabilities.resources = Some(ResourcesCapability::default());
         }
@@ -117,8 +149,8 @@ impl ServerHandler for McpServer {
             "switchboard",
             env!("CARGO_PKG_VERSION"),
         ));
-        match &self.instructions {
-            Some(text) => info.with_instructions(text.to_string()),
+        match self.instructions() {
+            Some(text) => info.with_instructions(text),
             None => info,
         }
     }
@@ -140,11 +172,50 @@ impl ServerHandler for McpServer {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        self.call(&request.name, request.arguments.unwrap_or_default())
+        let arguments = request.arguments.unwrap_or_default();
+        // A token of a type MCP does not allow reads as none: no progress.
+        let Some(token) = context.meta.get_progress_token() else {
+            return self.call(&request.name, arguments).await.map(Into::into);
+        };
+        let peer = context.peer.clone();
+        let mut caller = (*self.caller).clone();
+        caller.progress = Some(Progress::new(move |progress, message| {
+            let mut param = ProgressNotificationParam::new(token.clone(), progress);
+            if let Some(message) = message {
+                param = param.with_message(message);
+            }
+            let peer = peer.clone();
+            tokio::spawn(async move {
+                if let Err(e) = peer.notify_progress(param).await {
+                    tracing::debug!(error = %e, "a progress notification was not delivered");
+                }
+            });
+        }));
+        self.call_as(&caller, &request.name, arguments)
             .await
             .map(Into::into)
+    }
+
+    async fn on_custom_notification(
+        &self,
+        notification: CustomNotification,
+        _context: NotificationContext<RoleServer>,
+    ) {
+        let Some(session) = &self.caller.session else {
+            return;
+        };
+        let params = match notification.params {
+            Some(Value::Object(params)) => params,
+            None | Some(Value::Null) => JsonObject::new(),
+            Some(_) => {
+                tracing::warn!(method = %notification.method, "ignored a notification whose params are not an object");
+                return;
+            }
+        };
+        self.registry
+            .on_notification(session, &Notification::new(notification.method, params));
     }
 
     async fn list_resources(

@@ -8,9 +8,7 @@
 use std::{sync::Arc, time::Duration};
 
 use anyhow::Context;
-use switchboard_chat::{
-    ChatBackend, ChatLimits, ChatTools, History, LocalHub, Location, irc::IrcBackend,
-};
+use switchboard_chat::{ChatBackend, ChatTools, History, LocalHub, Location, irc::IrcBackend};
 use switchboard_docs::DocsTools;
 use switchboard_toolkit::Toolkit;
 use switchboard_toolset::{Caller, PromptSource, Registry, ResourceSource, Toolset};
@@ -21,7 +19,7 @@ use crate::{
     cli::DAEMON_APP_ID,
     config::{Backend, Config, ConfigError},
     logging,
-    mcp::{CHAT_INSTRUCTIONS, Drain, McpServer},
+    mcp::{Drain, McpServer},
     transport::{guard::Guard, http, relay::RegistryHandler, stdio},
 };
 
@@ -80,9 +78,7 @@ fn registry(
         sets.push(Arc::new(ChatTools::new(
             backend,
             history.clone(),
-            ChatLimits {
-                max_text_bytes: config.chat.max_text_bytes,
-            },
+            config.chat_settings()?,
         )));
     }
     if !config.docs.sources.is_empty() {
@@ -111,12 +107,8 @@ async fn serve(
     env: &dyn Fn(&str) -> Option<String>,
 ) -> anyhow::Result<()> {
     let registry = registry(config, toolkit, history, env)?;
-    let instructions = config
-        .instructions
-        .clone()
-        .or_else(|| config.chat.enabled.then(|| CHAT_INSTRUCTIONS.to_owned()));
     let drain = Drain::default();
-    let server = McpServer::new(registry.clone(), drain.clone(), instructions);
+    let server = McpServer::new(registry.clone(), drain.clone(), config.instructions.clone());
     let shutdown = CancellationToken::new();
     let mut tasks = tokio::task::JoinSet::new();
 
@@ -146,13 +138,14 @@ async fn serve(
         if let Some(path) = &config.socket.path {
             options = options.socket_path(path.clone());
         }
+        let handler = Arc::new(RegistryHandler::new(server.for_caller(Caller::new("relay"))));
         let relay = options
-            .bind(RegistryHandler::new(
-                server.for_caller(Caller::new("relay")),
-            ))
+            .events(handler.events())
+            .bind(handler.clone())
             .context(
                 "cannot serve the relay socket (socket.path); pass --no-socket or --socket PATH",
             )?;
+        handler.set_handle(relay.handle());
         tracing::info!(
             "serving the relay socket at {}",
             relay.socket_path().display()
@@ -166,10 +159,12 @@ async fn serve(
     }
     if config.stdio {
         let stop = shutdown.clone();
-        let server = server.for_caller(Caller::new("stdio"));
+        let server = server.clone();
+        let nick = config.chat.nick.clone();
         tasks.spawn(async move {
             stdio::serve(
                 server,
+                nick,
                 switchboard_shim::stdio::stdin(),
                 switchboard_shim::stdio::stdout(),
                 stop.clone(),

@@ -15,7 +15,9 @@ use chrono::{DateTime, Utc};
 use serde_json::{Map, Value, json};
 use switchboard_relay::client::{Link, LinkError};
 
-const CLIENT: &str = concat!("switchboard-terminal ", env!("CARGO_PKG_VERSION"));
+/// How `tail` and `say` name themselves in their hello; the daemon takes
+/// them for the person at the terminal.
+pub const CLIENT_NAME: &str = "switchboard-terminal";
 const CONNECT: Duration = Duration::from_secs(1);
 const CALL: Duration = Duration::from_secs(15);
 /// `wait_for_messages` blocks up to 50 s; allow for the round trip.
@@ -23,7 +25,8 @@ const WAIT_S: u64 = 50;
 const WAIT_CALL: Duration = Duration::from_secs(WAIT_S + 10);
 
 async fn connect(socket: &Path) -> anyhow::Result<Link> {
-    let (link, _events) = Link::connect(socket, CONNECT, CLIENT)
+    let client = format!("{CLIENT_NAME} {}", env!("CARGO_PKG_VERSION"));
+    let (link, _events) = Link::connect(socket, CONNECT, &client)
         .await
         .with_context(|| {
             format!(

@@ -1,19 +1,25 @@
 //! Who is calling a tool, as far as the transport can tell.
 
+use std::sync::Arc;
+
+use crate::Session;
+
 /// Facts about the client behind a tool call, filled in by the transport.
 ///
 /// Toolsets may use them (for example as a default identity) but must not
 /// depend on which transport set them.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 pub struct Caller {
     /// A short human-readable label for logs: `stdio`, `http`, `sse 4f1c…`.
     pub label: String,
     /// The process id of the client, when the transport can verify it.
     pub pid: Option<u32>,
-    /// A name for the agent behind this client, when the transport can tell
-    /// one (the relay derives it from the agent's process), for toolsets to
-    /// use when the agent gives none.
-    pub default_nick: Option<String>,
+    /// The caller is a person (at a terminal, in a browser), not an agent.
+    pub human: bool,
+    /// The client's session, when it has one (stateless HTTP has none).
+    pub session: Option<Arc<Session>>,
+    /// Reports progress of this call to the client, when it asked for that.
+    pub progress: Option<Progress>,
 }
 
 impl Caller {
@@ -22,5 +28,39 @@ impl Caller {
             label: label.into(),
             ..Self::default()
         }
+    }
+
+    /// The same caller within `session`.
+    #[must_use]
+    pub fn in_session(mut self, session: Arc<Session>) -> Self {
+        self.session = Some(session);
+        self
+    }
+
+    /// The session's identity, if the caller has a session that knows it.
+    pub fn identity(&self) -> Option<String> {
+        self.session.as_ref().and_then(|s| s.identity())
+    }
+}
+
+/// Tells a client how far a long call has got (MCP `notifications/progress`),
+/// which also keeps clients from timing the call out.
+#[derive(Clone)]
+pub struct Progress(Arc<dyn Fn(f64, Option<String>) + Send + Sync>);
+
+impl Progress {
+    pub fn new(report: impl Fn(f64, Option<String>) + Send + Sync + 'static) -> Self {
+        Self(Arc::new(report))
+    }
+
+    /// Reports `progress` (growing with each report), with a message.
+    pub fn report(&self, progress: f64, message: Option<String>) {
+        (self.0)(progress, message);
+    }
+}
+
+impl std::fmt::Debug for Progress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Progress")
     }
 }

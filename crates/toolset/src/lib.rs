@@ -14,11 +14,12 @@ mod caller;
 mod extras;
 mod registry;
 mod schema;
+mod session;
 
-use std::{future::Future, pin::Pin};
+use std::{future::Future, pin::Pin, sync::Arc};
 
 pub use args::parse_args;
-pub use caller::Caller;
+pub use caller::{Caller, Progress};
 pub use extras::{
     GetPromptResult, Prompt, PromptSource, ReadResourceResult, Resource, ResourceSource,
     ResourceTemplate,
@@ -26,6 +27,7 @@ pub use extras::{
 pub use registry::{Registry, RegistryError};
 pub use rmcp::model::{CallToolResult, JsonObject, Tool, ToolAnnotations};
 pub use schema::{call_timeout, object_schema, with_call_timeout};
+pub use session::{Notification, Session};
 
 /// The future a tool call returns. Boxed so toolsets can live behind `dyn`.
 pub type ToolFuture<'a> = Pin<Box<dyn Future<Output = Result<ToolOutput, ToolError>> + Send + 'a>>;
@@ -45,6 +47,25 @@ pub trait Toolset: Send + Sync + 'static {
         arguments: JsonObject,
         caller: &'a Caller,
     ) -> ToolFuture<'a>;
+
+    /// Guidance for the agent in the `initialize` result (how to use these
+    /// tools; who the agent is in `session`, when known).
+    fn instructions(&self, _session: Option<&Session>) -> Option<String> {
+        None
+    }
+
+    /// Experimental MCP capabilities (such as `claude/channel`) the toolset
+    /// uses with a client that can be notified.
+    fn experimental(&self) -> Vec<&'static str> {
+        Vec::new()
+    }
+
+    /// A client's session began. The toolset may follow it (and notify the
+    /// client) until it closes; it must not keep it alive after that.
+    fn open_session(&self, _session: &Arc<Session>) {}
+
+    /// The client sent a notification that MCP itself does not define.
+    fn on_notification(&self, _session: &Arc<Session>, _notification: &Notification) {}
 
     /// Releases outside resources (network connections) at shutdown, after
     /// the last call. The default has nothing to release.

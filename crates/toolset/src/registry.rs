@@ -3,8 +3,9 @@
 use std::{collections::HashMap, sync::Arc};
 
 use crate::{
-    CallToolResult, Caller, GetPromptResult, JsonObject, Prompt, PromptSource, ReadResourceResult,
-    Resource, ResourceSource, ResourceTemplate, Tool, Toolset, into_call_result,
+    CallToolResult, Caller, GetPromptResult, JsonObject, Notification, Prompt, PromptSource,
+    ReadResourceResult, Resource, ResourceSource, ResourceTemplate, Session, Tool, Toolset,
+    into_call_result,
 };
 
 /// Two toolsets offered a tool under the same name.
@@ -147,6 +148,46 @@ impl Registry {
     /// The definition of `name`, if some toolset offers it.
     pub fn tool(&self, name: &str) -> Option<&Tool> {
         self.inner.by_name.get(name).map(|&i| &self.inner.tools[i])
+    }
+
+    /// Every toolset's guidance for `session`, one paragraph each; `None`
+    /// when no toolset has any.
+    pub fn instructions(&self, session: Option<&Session>) -> Option<String> {
+        let parts: Vec<String> = self
+            .inner
+            .toolsets
+            .iter()
+            .filter_map(|set| set.instructions(session))
+            .collect();
+        (!parts.is_empty()).then(|| parts.join("\n\n"))
+    }
+
+    /// The experimental capabilities some toolset uses with clients that can
+    /// be notified, without repeats.
+    pub fn experimental(&self) -> Vec<&'static str> {
+        let mut names: Vec<&'static str> = self
+            .inner
+            .toolsets
+            .iter()
+            .flat_map(|set| set.experimental())
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        names
+    }
+
+    /// Tells every toolset that `session` began (see [`Toolset::open_session`]).
+    pub fn open_session(&self, session: &Arc<Session>) {
+        for set in &self.inner.toolsets {
+            set.open_session(session);
+        }
+    }
+
+    /// Hands a client's own notification to every toolset.
+    pub fn on_notification(&self, session: &Arc<Session>, notification: &Notification) {
+        for set in &self.inner.toolsets {
+            set.on_notification(session, notification);
+        }
     }
 
     /// Closes every toolset (see [`Toolset::close`]).

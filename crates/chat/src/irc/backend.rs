@@ -39,7 +39,7 @@ use super::{
 };
 use crate::{
     backend::{ChatBackend, ChatError, Delivery},
-    history::{History, Message, NewMessage},
+    history::{History, Message, NewMessage, SenderKind},
     names::{Channel, NameRules, Nick},
 };
 
@@ -109,6 +109,10 @@ struct Inner {
 struct SenderSlot {
     connection: Connection,
     last_used: Instant,
+    kind: SenderKind,
+    /// Channels the nick joined explicitly: while there are any, the
+    /// connection is kept however idle it is.
+    present_in: HashSet<String>,
 }
 
 impl IrcBackend {
@@ -234,6 +238,7 @@ async fn observe(
                         {
                             let new = NewMessage {
                                 nick_key: map.fold(&nick),
+                                kind: inner.kind_of(&nick),
                                 nick,
                                 replayed: backfill.is_replay(&message),
                                 ..new
@@ -357,6 +362,7 @@ fn channel_message(
         time,
         msgid: wire::tag(message, "msgid").map(str::to_owned),
         replayed: false,
+        kind: SenderKind::Human,
     })
 }
 
@@ -388,7 +394,7 @@ async fn reap_idle_senders(inner: std::sync::Weak<Inner>) {
         {
             let mut senders = strong.senders.lock().expect("senders lock");
             senders.retain(|nick, slot| {
-                let keep = slot.last_used.elapsed() < idle;
+                let keep = slot.last_used.elapsed() < idle || !slot.present_in.is_empty();
                 if !keep {
                     tracing::debug!(%nick, "closing an idle sender connection");
                     slot.connection.quit();
@@ -462,13 +468,29 @@ impl Confirmations {
 }
 
 impl Inner {
+    /// Who `nick` is: an agent (or person) speaking through one of our
+    /// sender connections, else a human on the network.
+    fn kind_of(&self, nick: &str) -> SenderKind {
+        let map = self.observer.info().rules.casemapping;
+        let key = map.fold(nick);
+        let senders = self.senders.lock().expect("senders lock");
+        senders
+            .values()
+            .find(|slot| match slot.connection.status() {
+                Status::Registered { nick } => map.fold(&nick) == key,
+                _ => false,
+            })
+            .map_or(SenderKind::Human, |slot| slot.kind)
+    }
+
     /// The sender connection for `nick`, made on first use.
-    fn sender(&self, nick: &Nick) -> Connection {
+    fn sender(&self, nick: &Nick, kind: SenderKind) -> Connection {
         let mut senders = self.senders.lock().expect("senders lock");
         if let Some(slot) = senders.get_mut(nick.key())
             && !matches!(slot.connection.status(), Status::Failed(_))
         {
             slot.last_used = Instant::now();
+            slot.kind = kind;
             return slot.connection.clone();
         }
         let connection = Connection::spawn(
@@ -488,6 +510,8 @@ impl Inner {
             SenderSlot {
                 connection: connection.clone(),
                 last_used: Instant::now(),
+                kind,
+                present_in: HashSet::new(),
             },
         );
         connection
@@ -506,6 +530,7 @@ impl Inner {
         &self,
         channel: &Channel,
         sender: &Nick,
+        kind: SenderKind,
         lines: Vec<String>,
     ) -> Result<Delivery, ChatError> {
         let stage = Arc::new(Mutex::new(Stage::Waiting));
@@ -514,7 +539,7 @@ impl Inner {
         let wire_lines: usize = lines.iter().map(|l| l.len() / 300 + 1).sum();
         let budget =
             self.settings.send_timeout + Bucket::time_for(self.settings.flood, wire_lines + 2);
-        let attempt = self.deliver(channel, sender, lines, stage.clone());
+        let attempt = self.deliver(channel, sender, kind, lines, stage.clone());
         match tokio::time::timeout(budget, attempt).await {
             Ok(result) => result,
             Err(_) => {
@@ -540,13 +565,14 @@ impl Inner {
         &self,
         channel: &Channel,
         sender: &Nick,
+        kind: SenderKind,
         lines: Vec<String>,
         stage: Arc<Mutex<Stage>>,
     ) -> Result<Delivery, ChatError> {
         // The observer must be in the channel before anyone speaks there. The
         // history learns of the channel when it records the lines.
         self.observer.join(channel).await.map_err(network)?;
-        let connection = self.sender(sender);
+        let connection = self.sender(sender, kind);
         if let Err(e) = connection.ready().await {
             self.senders
                 .lock()
@@ -616,9 +642,97 @@ impl ChatBackend for IrcBackend {
         &'a self,
         channel: &'a Channel,
         sender: &'a Nick,
+        kind: SenderKind,
         lines: Vec<String>,
     ) -> BoxFuture<'a, Result<Delivery, ChatError>> {
-        self.inner.send(channel, sender, lines).boxed()
+        self.inner.send(channel, sender, kind, lines).boxed()
+    }
+
+    fn announce<'a>(
+        &'a self,
+        channel: &'a Channel,
+        text: String,
+    ) -> BoxFuture<'a, Result<(), ChatError>> {
+        async move {
+            let timeout = self.inner.settings.send_timeout;
+            let inner = &self.inner;
+            let said = async {
+                inner.observer.join(channel).await?;
+                let noop: BeforeWrite = Box::new(|_: &str, _: &[&str]| {});
+                inner
+                    .observer
+                    .send(channel, vec![text.clone()], noop)
+                    .await
+            };
+            tokio::time::timeout(timeout, said)
+                .await
+                .map_err(|_| {
+                    ChatError::Network(format!(
+                        "cannot post to {channel}: the IRC connection is {}",
+                        inner.describe_observer()
+                    ))
+                })?
+                .map_err(network)?;
+            // The observer does not record its own lines: store the notice here.
+            let nick = match inner.observer.status() {
+                Status::Registered { nick } => nick,
+                _ => inner.settings.observer_nick.clone(),
+            };
+            let map = inner.observer.info().rules.casemapping;
+            inner
+                .history
+                .append(vec![NewMessage {
+                    channel: channel.clone(),
+                    nick_key: map.fold(&nick),
+                    nick,
+                    text,
+                    time: None,
+                    msgid: None,
+                    replayed: false,
+                    kind: SenderKind::System,
+                }])
+                .await?;
+            Ok(())
+        }
+        .boxed()
+    }
+
+    fn set_presence<'a>(
+        &'a self,
+        channel: &'a Channel,
+        nick: &'a Nick,
+        present: bool,
+    ) -> BoxFuture<'a, Result<(), ChatError>> {
+        async move {
+            let inner = &self.inner;
+            if !present {
+                let mut senders = inner.senders.lock().expect("senders lock");
+                if let Some(slot) = senders.get_mut(nick.key()) {
+                    slot.present_in.remove(channel.key());
+                    slot.connection.part(channel);
+                }
+                return Ok(());
+            }
+            let connection = inner.sender(nick, SenderKind::Agent);
+            let joined = async {
+                connection.ready().await?;
+                connection.join(channel).await
+            };
+            tokio::time::timeout(inner.settings.send_timeout, joined)
+                .await
+                .map_err(|_| {
+                    ChatError::Network(format!(
+                        "{nick} could not join {channel} within {} s",
+                        inner.settings.send_timeout.as_secs()
+                    ))
+                })?
+                .map_err(|e| ChatError::Network(format!("{nick} cannot join {channel}: {e}")))?;
+            if let Some(slot) = inner.senders.lock().expect("senders lock").get_mut(nick.key()) {
+                slot.present_in.insert(channel.key().to_owned());
+            }
+            Ok(())
+        }
+        .boxed()
     }
 
     fn create_channel<'a>(

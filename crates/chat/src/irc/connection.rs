@@ -184,6 +184,8 @@ enum Request {
         before_write: BeforeWrite,
         reply: oneshot::Sender<Result<Sent, ConnError>>,
     },
+    /// Leave a channel (and stop rejoining it).
+    Part(Channel),
     /// One line, already formed with [`wire::line`].
     Command(String),
     Quit,
@@ -259,6 +261,15 @@ impl Connection {
             .await
             .map_err(|_| ConnError::Shutdown)?;
         rx.await.map_err(|_| ConnError::Shutdown)?
+    }
+
+    /// Leaves `channel` and stops rejoining it after reconnects. Best effort,
+    /// like [`Connection::command`]: a connection that is down is simply not
+    /// in the channel when it comes back.
+    pub fn part(&self, channel: &Channel) {
+        if let Err(e) = self.requests.try_send(Request::Part(channel.clone())) {
+            tracing::debug!(error = %e, "a PART was dropped");
+        }
     }
 
     /// Writes `line` (formed with [`wire::line`]) on the live connection,
@@ -421,6 +432,9 @@ impl Actor {
                     Some(Request::Send { channel, lines, before_write, reply }) => {
                         self.parked.push_back(Parked { channel, lines, before_write, reply });
                     }
+                    Some(Request::Part(channel)) => {
+                        self.wanted.remove(channel.key());
+                    }
                     Some(Request::Command(line)) => {
                         tracing::debug!(line = %line.trim_end(), "not sent: the IRC connection is down");
                     }
@@ -557,6 +571,14 @@ impl Actor {
                     Some(Request::Send { channel, lines, before_write, reply }) => {
                         s.start_send(Parked { channel, lines, before_write, reply }, &mut self.wanted);
                     }
+                    Some(Request::Part(channel)) => {
+                        self.wanted.remove(channel.key());
+                        if s.joined.contains(channel.key())
+                            && let Ok(line) = wire::line("PART", &[channel.name()])
+                        {
+                            s.enqueue_raw(line);
+                        }
+                    }
                     Some(Request::Command(line)) => s.enqueue_raw(line),
                 },
                 () = sleep_until_opt(wake) => {}
@@ -653,7 +675,7 @@ fn refuse(request: Request, error: &ConnError) {
         Request::Send { reply, .. } => {
             let _ = reply.send(Err(error.clone()));
         }
-        Request::Command(_) | Request::Quit => {}
+        Request::Part(_) | Request::Command(_) | Request::Quit => {}
     }
 }
 

@@ -28,7 +28,7 @@ use futures::{StreamExt, stream};
 use http::StatusCode;
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
 use serde::Deserialize;
-use switchboard_toolset::Caller;
+use switchboard_toolset::{Caller, Session};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
@@ -64,11 +64,13 @@ struct SessionGuard {
     id: String,
     sessions: Sessions,
     session: CancellationToken,
+    client: Arc<Session>,
 }
 
 impl Drop for SessionGuard {
     fn drop(&mut self) {
         self.session.cancel();
+        self.client.close();
         self.sessions
             .lock()
             .expect("sse sessions lock")
@@ -87,15 +89,18 @@ async fn connect(State(state): State<SseState>) -> Response {
         .expect("sse sessions lock")
         .insert(id.clone(), in_tx);
     let session = state.shutdown.child_token();
+    // One agent per stream: its identity is the name it first sends under.
+    let client = Arc::new(Session::new(format!("sse {}", &id[..8])));
     let server = state
         .server
-        .for_caller(Caller::new(format!("sse {}", &id[..8])));
+        .for_caller(Caller::new(client.label()).in_session(client.clone()));
     tokio::spawn(serve_channels(server, in_rx, out_tx, session.clone()));
     tracing::debug!(session = %id, "legacy SSE session opened");
     let guard = SessionGuard {
         id: id.clone(),
         sessions: state.sessions.clone(),
         session: session.clone(),
+        client,
     };
     let endpoint = Event::default()
         .event("endpoint")

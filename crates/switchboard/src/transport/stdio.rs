@@ -13,6 +13,9 @@
 //! and arguments) goes through rmcp's service loop, and so does every
 //! session that negotiated 2026-07-28, whose per-request lifecycle rmcp
 //! implements.
+//!
+//! The client is one [`Session`]: toolsets may notify it (push), and those
+//! notifications go out once the `initialize` reply has.
 
 use std::{
     collections::HashSet,
@@ -27,6 +30,7 @@ use rmcp::model::{
     ServerJsonRpcMessage, ServerResult,
 };
 use serde_json::Value;
+use switchboard_toolset::{Caller, Notification, Session};
 use tokio::{
     io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader},
     sync::mpsc,
@@ -38,22 +42,41 @@ use crate::mcp::McpServer;
 use switchboard_lines::Next;
 use switchboard_shim::framing::{line_reader, strip_bom};
 
+/// Notifications queued for the client before the rest are dropped (push
+/// is best effort: what it drops stays unread).
+const NOTIFICATION_QUEUE: usize = 256;
+
 /// Serves `server` on the given byte streams until the client closes its
-/// end, the writer fails, or `shutdown` fires.
-pub async fn serve<R, W>(server: McpServer, input: R, output: W, shutdown: CancellationToken)
-where
+/// end, the writer fails, or `shutdown` fires. `identity` is the agent's
+/// configured name (`--nick`), if any.
+pub async fn serve<R, W>(
+    server: McpServer,
+    identity: Option<String>,
+    input: R,
+    output: W,
+    shutdown: CancellationToken,
+) where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
     let (line_tx, line_rx) = mpsc::channel::<String>(64);
     let (in_tx, in_rx) = mpsc::channel::<ClientJsonRpcMessage>(64);
     let (out_tx, out_rx) = mpsc::channel::<ServerJsonRpcMessage>(64);
-    let session = Arc::new(Session::default());
+    let (note_tx, note_rx) = mpsc::channel::<Notification>(NOTIFICATION_QUEUE);
+    let mut client = Session::new("stdio").with_notifications(note_tx);
+    if let Some(nick) = identity {
+        client = client.with_identity(nick, true);
+    }
+    let client = Arc::new(client);
+    let server = server.for_caller(Caller::new("stdio").in_session(client.clone()));
+    server.registry().open_session(&client);
+    let state = Arc::new(Shared::default());
 
-    let writer = tokio::spawn(write_lines(output, line_rx, out_rx, session.clone()));
-    let reader = tokio::spawn(read_lines(input, in_tx, line_tx, server.clone(), session));
+    let writer = tokio::spawn(write_lines(output, line_rx, out_rx, note_rx, state.clone()));
+    let reader = tokio::spawn(read_lines(input, in_tx, line_tx, server.clone(), state));
 
     serve_channels(server, in_rx, out_tx, shutdown.child_token()).await;
+    client.close();
     reader.abort();
     // The writer ends once rmcp and every direct call have sent their replies.
     let _ = writer.await;
@@ -61,7 +84,9 @@ where
 
 /// What the reader and writer share about the session.
 #[derive(Default)]
-struct Session {
+struct Shared {
+    /// Set when the reply to `initialize` went out: notifications may follow.
+    initialized: AtomicBool,
     /// Set when the reply to `initialize` went out with a protocol version
     /// older than 2026-07-28: from then on `tools/call` may skip rmcp.
     direct_calls: AtomicBool,
@@ -70,14 +95,16 @@ struct Session {
     in_flight: Mutex<HashSet<RequestId>>,
 }
 
-impl Session {
-    /// Notes a reply rmcp sends; the `initialize` reply enables direct calls.
+impl Shared {
+    /// Notes a reply rmcp sends; the `initialize` reply enables direct calls
+    /// and notifications.
     fn saw_reply(&self, message: &ServerJsonRpcMessage) {
         if let JsonRpcMessage::Response(response) = message
             && let ServerResult::InitializeResult(init) = &response.result
         {
             let direct = DirectCall::serves(&init.protocol_version);
             self.direct_calls.store(direct, Ordering::Release);
+            self.initialized.store(true, Ordering::Release);
         }
     }
 
@@ -91,7 +118,7 @@ impl Session {
 fn start_direct_call(
     text: &[u8],
     server: &McpServer,
-    session: &Arc<Session>,
+    session: &Arc<Shared>,
     replies: &mpsc::Sender<String>,
 ) -> bool {
     if !session.direct_calls.load(Ordering::Acquire) {
@@ -122,7 +149,7 @@ async fn read_lines<R: AsyncRead + Unpin>(
     messages: mpsc::Sender<ClientJsonRpcMessage>,
     replies: mpsc::Sender<String>,
     server: McpServer,
-    session: Arc<Session>,
+    session: Arc<Shared>,
 ) {
     let mut input = BufReader::with_capacity(64 * 1024, input);
     let mut lines = line_reader();
@@ -203,13 +230,23 @@ fn error_line(id: Value, code: ErrorCode, message: &str) -> String {
     error_json(id, code.0, message)
 }
 
-/// Writes reply lines: ready ones from direct calls and the reader, and
-/// rmcp's messages, serialised here. Whatever is ready goes out in one write.
+/// Appends `note` as a JSON-RPC notification line.
+fn add_notification(batch: &mut Vec<u8>, note: Notification) {
+    let line = serde_json::json!({"jsonrpc": "2.0", "method": note.method, "params": note.params});
+    if serde_json::to_writer(&mut *batch, &line).is_ok() {
+        batch.push(b'\n');
+    }
+}
+
+/// Writes reply lines: ready ones from direct calls and the reader, rmcp's
+/// messages and toolsets' notifications, serialised here. Whatever is ready
+/// goes out in one write.
 async fn write_lines<W: AsyncWrite + Unpin>(
     mut output: W,
     mut lines: mpsc::Receiver<String>,
     mut messages: mpsc::Receiver<ServerJsonRpcMessage>,
-    session: Arc<Session>,
+    mut notes: mpsc::Receiver<Notification>,
+    session: Arc<Shared>,
 ) {
     let mut batch = Vec::with_capacity(64 * 1024);
     let (mut lines_open, mut messages_open) = (true, true);
@@ -237,6 +274,9 @@ async fn write_lines<W: AsyncWrite + Unpin>(
                 Some(message) => add_message(&mut batch, message),
                 None => messages_open = false,
             },
+            Some(note) = notes.recv(), if session.initialized.load(Ordering::Acquire) => {
+                add_notification(&mut batch, note);
+            }
         }
         // Batch whatever else is ready into the same write.
         while let Ok(message) = messages.try_recv() {
@@ -319,6 +359,7 @@ mod tests {
         let (client_out, mut to_server) = tokio::io::split(client);
         let served = tokio::spawn(serve(
             server,
+            None,
             server_in,
             server_out,
             CancellationToken::new(),

@@ -21,25 +21,32 @@ use std::{
     sync::{
         Arc, Mutex,
         atomic::{AtomicU64, Ordering},
-        mpsc::{self, Receiver, Sender, TryRecvError},
+        mpsc::{self, Sender},
     },
     thread::JoinHandle,
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use serde::Serialize;
-use tokio::sync::{oneshot, watch};
+use tokio::sync::{broadcast, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::names::Channel;
 
-/// Most appends committed in one transaction.
-const MAX_GROUP: usize = 512;
+mod cursors;
+mod schema;
+mod writer;
+
+pub use cursors::CursorView;
+use cursors::{Change, Cursors};
+use writer::{Op, Writer};
+
 /// Idle read connections kept open.
 const MAX_IDLE_READERS: usize = 8;
-const SCHEMA_VERSION: i64 = 1;
+/// Commit batches the feed keeps for a slow subscriber before it lags.
+const FEED_CAPACITY: usize = 1024;
 
 /// How hard a commit waits for the disk (SQLite's `synchronous` in WAL mode).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
@@ -62,6 +69,32 @@ pub enum Location {
     Memory,
 }
 
+/// Who sent a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SenderKind {
+    /// Stored before switchboard recorded senders.
+    #[default]
+    Unknown = 0,
+    /// An agent served by this switchboard.
+    Agent = 1,
+    /// A person: an IRC nick switchboard does not manage, `switchboard say`.
+    Human = 2,
+    /// switchboard itself (notices such as a paused push or an approval).
+    System = 3,
+}
+
+impl SenderKind {
+    fn from_db(value: i64) -> Self {
+        match value {
+            1 => Self::Agent,
+            2 => Self::Human,
+            3 => Self::System,
+            _ => Self::Unknown,
+        }
+    }
+}
+
 /// A message as stored.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Message {
@@ -71,6 +104,19 @@ pub struct Message {
     pub time: DateTime<Utc>,
     pub nick: String,
     pub text: String,
+    pub kind: SenderKind,
+    /// The message's position in its channel, in insertion order (1, 2, …).
+    /// Lines an IRC server replays get the next position although their
+    /// time is older.
+    pub seq: i64,
+    #[serde(skip)]
+    pub channel_id: i64,
+    /// The channel's key (case-folded name).
+    #[serde(skip)]
+    pub channel_key: String,
+    /// The sender's nick, case-folded.
+    #[serde(skip)]
+    pub nick_key: String,
 }
 
 fn serialize_time<S: serde::Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
@@ -101,6 +147,7 @@ pub struct NewMessage {
     /// channel already has the same text from the same nick within the same
     /// millisecond (`server-time`'s precision).
     pub replayed: bool,
+    pub kind: SenderKind,
 }
 
 /// A history operation failed.
@@ -121,7 +168,8 @@ pub enum HistoryError {
         source: std::io::Error,
     },
     #[error(
-        "the history database {path} has schema version {found}, newer than this switchboard understands ({SCHEMA_VERSION}); upgrade switchboard or use another --data-dir"
+        "the history database {path} has schema version {found}, newer than this switchboard understands ({}); upgrade switchboard or use another --data-dir",
+        schema::VERSION
     )]
     NewerSchema { path: String, found: i64 },
     #[error("history database error: {0}")]
@@ -132,22 +180,6 @@ pub enum HistoryError {
     Thread(std::io::Error),
     #[error("the history is shut down; the server is stopping")]
     Closed,
-}
-
-type Reply<T> = oneshot::Sender<Result<T, HistoryError>>;
-
-/// A write for the writer thread; it fills in the result before replying.
-enum Op {
-    Append {
-        messages: Vec<NewMessage>,
-        stored: Vec<Message>,
-        reply: Reply<Vec<Message>>,
-    },
-    EnsureChannel {
-        channel: Channel,
-        created: bool,
-        reply: Reply<bool>,
-    },
 }
 
 /// A handle to the history. Cheap to clone; all clones share one database.
@@ -165,6 +197,9 @@ struct Shared {
     open: OpenSpec,
     watchers: Watchers,
     closing: CancellationToken,
+    cursors: Cursors,
+    /// Every committed message, in commit order, batch by batch.
+    feed: broadcast::Sender<Arc<[Message]>>,
 }
 
 /// How to open a connection to this history's database.
@@ -255,7 +290,7 @@ impl History {
             },
         };
         let conn = open.open()?;
-        migrate(&conn, &open)?;
+        schema::migrate(&conn, &open.target, open.file)?;
         let last_stamp = conn
             .query_row(
                 "SELECT ts FROM messages ORDER BY id DESC LIMIT 1",
@@ -273,11 +308,15 @@ impl History {
             open,
             watchers: Watchers::default(),
             closing: CancellationToken::new(),
+            cursors: Cursors::default(),
+            feed: broadcast::channel(FEED_CAPACITY).0,
         });
+        load_cursors(&conn, &shared.cursors)?;
         let writer = Writer {
             conn,
             shared: Arc::downgrade(&shared),
             channel_ids: HashMap::new(),
+            channel_seqs: HashMap::new(),
             last_stamp,
         };
         let handle = std::thread::Builder::new()
@@ -355,12 +394,11 @@ impl History {
     ) -> Result<Vec<Message>, HistoryError> {
         let since = since.map_or(i64::MIN, |t| t.timestamp_micros());
         self.with_reader(|conn| {
-            let mut stmt = conn.prepare_cached(
-                "SELECT m.id, c.name, m.ts, m.nick, m.text
-                   FROM channels c JOIN messages m ON m.channel_id = c.id
+            let mut stmt = conn.prepare_cached(select_messages!(
+                "FROM channels c JOIN messages m ON m.channel_id = c.id
                   WHERE c.key = ?1 AND m.ts > ?2
-                  ORDER BY m.ts DESC, m.id DESC LIMIT ?3",
-            )?;
+                  ORDER BY m.ts DESC, m.id DESC LIMIT ?3"
+            ))?;
             stmt.query_map(params![channel_key, since, limit as i64], message_row)?
                 .collect()
         })
@@ -388,14 +426,13 @@ impl History {
         let history = self.clone();
         tokio::task::spawn_blocking(move || {
             history.with_reader(|conn| {
-                let mut stmt = conn.prepare_cached(
-                    "SELECT m.id, c.name, m.ts, m.nick, m.text
-                       FROM messages_fts f
+                let mut stmt = conn.prepare_cached(select_messages!(
+                    "FROM messages_fts f
                        JOIN messages m ON m.id = f.rowid
                        JOIN channels c ON c.id = m.channel_id
                       WHERE messages_fts MATCH ?1 AND (?2 IS NULL OR c.key = ?2)
-                      ORDER BY f.rank, m.ts DESC LIMIT ?3",
-                )?;
+                      ORDER BY f.rank, m.ts DESC LIMIT ?3"
+                ))?;
                 stmt.query_map(params![query, channel_key, limit as i64], message_row)?
                     .collect()
             })
@@ -421,15 +458,160 @@ impl History {
         })
     }
 
-    /// The nicks that have spoken in `channel` (by key), ordered by key.
-    pub fn speakers(&self, channel_key: &str) -> Result<Vec<String>, HistoryError> {
+    /// The nicks that have spoken in `channel` (by key), as (key, nick),
+    /// ordered by key.
+    pub fn speakers(&self, channel_key: &str) -> Result<Vec<(String, String)>, HistoryError> {
         self.with_reader(|conn| {
             let mut stmt = conn.prepare_cached(
-                "SELECT s.nick FROM speakers s JOIN channels c ON c.id = s.channel_id
+                "SELECT s.key, s.nick FROM speakers s JOIN channels c ON c.id = s.channel_id
                   WHERE c.key = ?1 ORDER BY s.key",
             )?;
-            stmt.query_map([channel_key], |row| row.get(0))?.collect()
+            stmt.query_map([channel_key], |row| Ok((row.get(0)?, row.get(1)?)))?
+                .collect()
         })
+    }
+
+    /// Every channel, ordered by key.
+    pub fn channel_rows(&self) -> Result<Vec<ChannelRow>, HistoryError> {
+        self.with_reader(|conn| {
+            let mut stmt = conn.prepare_cached("SELECT id, key, name FROM channels ORDER BY key")?;
+            stmt.query_map([], channel_row)?.collect()
+        })
+    }
+
+    /// The channel with this key, if it exists.
+    pub fn channel_row(&self, channel_key: &str) -> Result<Option<ChannelRow>, HistoryError> {
+        self.with_reader(|conn| {
+            conn.prepare_cached("SELECT id, key, name FROM channels WHERE key = ?1")?
+                .query_row([channel_key], channel_row)
+                .optional()
+        })
+    }
+
+    /// The newest position in the channel (0 when it has no messages).
+    pub fn newest_seq(&self, channel_id: i64) -> i64 {
+        self.shared.cursors.newest_seq(channel_id)
+    }
+
+    /// Up to `limit` messages of the channel after position `after_seq`,
+    /// oldest first, leaving out those sent by `except_nick_key`.
+    pub fn read_after(
+        &self,
+        channel_id: i64,
+        after_seq: i64,
+        except_nick_key: &str,
+        limit: usize,
+    ) -> Result<Vec<Message>, HistoryError> {
+        self.with_reader(|conn| {
+            let mut stmt = conn.prepare_cached(select_messages!(
+                "FROM messages m JOIN channels c ON c.id = m.channel_id
+                  WHERE m.channel_id = ?1 AND m.seq > ?2 AND m.nick_key <> ?3
+                  ORDER BY m.seq LIMIT ?4"
+            ))?;
+            stmt.query_map(
+                params![channel_id, after_seq, except_nick_key, limit as i64],
+                message_row,
+            )?
+            .collect()
+        })
+    }
+
+    /// The id of the newest message (0 when there is none).
+    pub fn newest_id(&self) -> Result<i64, HistoryError> {
+        self.with_reader(|conn| {
+            conn.prepare_cached("SELECT coalesce(max(id), 0) FROM messages")?
+                .query_row([], |row| row.get(0))
+        })
+    }
+
+    /// Messages with ids in `after_id+1 ..= up_to_id` that match `query`
+    /// (FTS5 syntax), by id, at most `limit`.
+    pub fn matching(
+        &self,
+        query: &str,
+        after_id: i64,
+        up_to_id: i64,
+        limit: usize,
+    ) -> Result<Vec<Message>, HistoryError> {
+        self.with_reader(|conn| {
+            let mut stmt = conn.prepare_cached(select_messages!(
+                "FROM messages_fts f
+                   JOIN messages m ON m.id = f.rowid
+                   JOIN channels c ON c.id = m.channel_id
+                  WHERE messages_fts MATCH ?1 AND f.rowid > ?2 AND f.rowid <= ?3
+                  ORDER BY f.rowid LIMIT ?4"
+            ))?;
+            stmt.query_map(
+                params![query, after_id, up_to_id, limit as i64],
+                message_row,
+            )?
+            .collect()
+        })
+    }
+
+    /// The identity's cursor in the channel, if it has one.
+    pub fn cursor(&self, identity: &str, channel_id: i64) -> Option<CursorView> {
+        self.shared.cursors.get(identity, channel_id)
+    }
+
+    /// Every cursor of the identity.
+    pub fn cursors(&self, identity: &str) -> Vec<CursorView> {
+        self.shared.cursors.all(identity)
+    }
+
+    /// The identities (folded nicks) that have joined the channel.
+    pub fn joined(&self, channel_id: i64) -> Vec<String> {
+        self.shared.cursors.joined(channel_id)
+    }
+
+    /// Moves the identity's cursor in the channel forward to `read` (it
+    /// never moves back), creating it there — or, without `read`, at the
+    /// channel's newest message — if it has none; `joined`, when given, says
+    /// whether the identity is in the channel. Takes effect at once; the
+    /// database is updated in the background.
+    pub fn mark(
+        &self,
+        identity: &str,
+        channel_id: i64,
+        read: Option<i64>,
+        joined: Option<bool>,
+    ) -> Result<CursorView, HistoryError> {
+        let (view, change) = self
+            .shared
+            .cursors
+            .update(identity, channel_id, read, joined);
+        if change == Change::None {
+            return Ok(view);
+        }
+        if change == Change::Created {
+            let own = self.with_reader(|conn| own_after(conn, identity, channel_id, view.read_seq))?;
+            self.shared.cursors.add_own(identity, channel_id, &own);
+        }
+        let op = Op::SaveCursor {
+            identity: identity.to_owned(),
+            channel_id,
+            read_seq: view.read_seq,
+            joined: view.joined,
+        };
+        let writer = self.shared.writer.lock().expect("writer lock");
+        writer
+            .as_ref()
+            .ok_or(HistoryError::Closed)?
+            .send(op)
+            .map_err(|_| HistoryError::Closed)?;
+        drop(writer);
+        Ok(self
+            .shared
+            .cursors
+            .get(identity, channel_id)
+            .unwrap_or(view))
+    }
+
+    /// Every message from now on, batch by batch as committed. A receiver
+    /// that falls more than a thousand batches behind misses some (and is
+    /// told so); the history itself has them all.
+    pub fn feed(&self) -> broadcast::Receiver<Arc<[Message]>> {
+        self.shared.feed.subscribe()
     }
 
     /// Waits until `channel` has messages newer than `since`, or `timeout`
@@ -461,6 +643,11 @@ impl History {
                 () = self.shared.closing.cancelled() => return Err(HistoryError::Closed),
             }
         }
+    }
+
+    /// Completes once [`History::release_waiters`] has been called.
+    pub async fn closing(&self) {
+        self.shared.closing.cancelled().await;
     }
 
     /// Ends every [`History::wait_newer`] in progress (with
@@ -496,6 +683,18 @@ impl History {
     }
 }
 
+/// A `SELECT` of the columns [`message_row`] reads, followed by `$rest`
+/// (which must join `messages m` and `channels c`).
+macro_rules! select_messages {
+    ($rest:literal) => {
+        concat!(
+            "SELECT m.id, c.name, m.ts, m.nick, m.text, m.kind, m.seq, m.channel_id, c.key, m.nick_key ",
+            $rest
+        )
+    };
+}
+use select_messages;
+
 fn message_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Message> {
     Ok(Message {
         id: row.get(0)?,
@@ -503,6 +702,75 @@ fn message_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Message> {
         time: from_micros(row.get(2)?),
         nick: row.get(3)?,
         text: row.get(4)?,
+        kind: SenderKind::from_db(row.get(5)?),
+        seq: row.get(6)?,
+        channel_id: row.get(7)?,
+        channel_key: row.get(8)?,
+        nick_key: row.get(9)?,
+    })
+}
+
+/// Fills the cursor table from the database (at start-up, before the writer
+/// runs): every cursor, each channel's newest position, and the positions of
+/// each identity's own messages after its cursor.
+fn load_cursors(conn: &Connection, cursors: &Cursors) -> Result<(), HistoryError> {
+    let last: Vec<(i64, i64)> = conn
+        .prepare(
+            "SELECT id, (SELECT max(seq) FROM messages WHERE channel_id = channels.id)
+               FROM channels",
+        )?
+        .query_map([], |row| {
+            Ok((row.get(0)?, row.get::<_, Option<i64>>(1)?.unwrap_or(0)))
+        })?
+        .collect::<Result<_, _>>()?;
+    cursors.set_last_seqs(last);
+    let saved: Vec<(String, i64, i64, bool)> = conn
+        .prepare("SELECT identity, channel_id, read_seq, joined FROM cursors")?
+        .query_map([], |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
+        })?
+        .collect::<Result<_, _>>()?;
+    for (identity, channel_id, read_seq, joined) in saved {
+        cursors.update(&identity, channel_id, Some(read_seq), Some(joined));
+        cursors.add_own(
+            &identity,
+            channel_id,
+            &own_after(conn, &identity, channel_id, read_seq)?,
+        );
+    }
+    Ok(())
+}
+
+/// Positions of `identity`'s messages in the channel after `read_seq`.
+fn own_after(
+    conn: &Connection,
+    identity: &str,
+    channel_id: i64,
+    read_seq: i64,
+) -> rusqlite::Result<Vec<i64>> {
+    conn.prepare_cached(
+        "SELECT seq FROM messages
+          WHERE channel_id = ?1 AND seq > ?2 AND nick_key = ?3 AND kind <> 3 ORDER BY seq",
+    )?
+    .query_map(params![channel_id, read_seq, identity], |row| row.get(0))?
+    .collect()
+}
+
+/// A channel as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChannelRow {
+    pub id: i64,
+    /// The case-folded name.
+    pub key: String,
+    /// The name as first written.
+    pub name: String,
+}
+
+fn channel_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<ChannelRow> {
+    Ok(ChannelRow {
+        id: row.get(0)?,
+        key: row.get(1)?,
+        name: row.get(2)?,
     })
 }
 
@@ -522,263 +790,10 @@ fn create_parent(path: &Path) -> Result<(), HistoryError> {
     }
 }
 
-fn migrate(conn: &Connection, open: &OpenSpec) -> Result<(), HistoryError> {
-    if open.file {
-        conn.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))?;
-    }
-    let version: i64 = conn.query_row("PRAGMA user_version", [], |row| row.get(0))?;
-    if version > SCHEMA_VERSION {
-        return Err(HistoryError::NewerSchema {
-            path: open.target.clone(),
-            found: version,
-        });
-    }
-    if version == 0 {
-        conn.execute_batch(
-            "BEGIN;
-             CREATE TABLE channels (
-                 id INTEGER PRIMARY KEY,
-                 key TEXT NOT NULL UNIQUE,
-                 name TEXT NOT NULL,
-                 created_at INTEGER NOT NULL
-             );
-             CREATE TABLE messages (
-                 id INTEGER PRIMARY KEY,
-                 channel_id INTEGER NOT NULL REFERENCES channels(id),
-                 ts INTEGER NOT NULL,
-                 nick TEXT NOT NULL,
-                 text TEXT NOT NULL,
-                 msgid TEXT
-             );
-             CREATE INDEX messages_by_channel_time ON messages(channel_id, ts, id);
-             CREATE UNIQUE INDEX messages_by_msgid ON messages(channel_id, msgid)
-                 WHERE msgid IS NOT NULL;
-             CREATE TABLE speakers (
-                 channel_id INTEGER NOT NULL REFERENCES channels(id),
-                 key TEXT NOT NULL,
-                 nick TEXT NOT NULL,
-                 last_seen INTEGER NOT NULL,
-                 PRIMARY KEY (channel_id, key)
-             ) WITHOUT ROWID;
-             CREATE VIRTUAL TABLE messages_fts USING fts5(
-                 text, content = 'messages', content_rowid = 'id',
-                 tokenize = 'porter unicode61 remove_diacritics 2'
-             );
-             PRAGMA user_version = 1;
-             COMMIT;",
-        )?;
-    }
-    Ok(())
-}
-
-/// The writer thread's state: the only connection that writes.
-struct Writer {
-    conn: Connection,
-    shared: std::sync::Weak<Shared>,
-    channel_ids: HashMap<String, i64>,
-    /// The last timestamp (µs) the writer assigned; stamps strictly increase
-    /// so that `since` = a message's time excludes exactly that message.
-    last_stamp: i64,
-}
-
-impl Writer {
-    fn run(mut self, rx: Receiver<Op>) {
-        while let Ok(first) = rx.recv() {
-            let mut group = vec![first];
-            while group.len() < MAX_GROUP {
-                match rx.try_recv() {
-                    Ok(op) => group.push(op),
-                    Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
-                }
-            }
-            self.commit_group(group);
-        }
-        if let Err(e) = self
-            .conn
-            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
-        {
-            tracing::warn!(error = %e, "history checkpoint at shutdown failed");
-        }
-        tracing::debug!("history writer stopped");
-    }
-
-    fn commit_group(&mut self, mut group: Vec<Op>) {
-        let started = Instant::now();
-        let result = self.run_group(&mut group);
-        if let Err(e) = &result {
-            tracing::error!(error = %e, "history commit failed; its messages are reported as not stored");
-            let _ = self.conn.execute_batch("ROLLBACK");
-            // Channel ids created inside the rolled-back transaction are gone.
-            self.channel_ids.clear();
-        }
-        tracing::trace!(
-            ops = group.len(),
-            elapsed_us = started.elapsed().as_micros() as u64,
-            "history group committed"
-        );
-        let mut touched: Vec<&str> = Vec::new();
-        for op in &group {
-            if let (Op::Append { messages, .. }, Ok(())) = (op, &result) {
-                touched.extend(messages.iter().map(|m| m.channel.key()));
-            }
-        }
-        touched.sort_unstable();
-        touched.dedup();
-        if let Some(shared) = self.shared.upgrade() {
-            if result.is_ok() {
-                shared.commits.fetch_add(1, Ordering::Release);
-            }
-            shared.watchers.bump(touched);
-        }
-        let failure = result.err().map(|e| e.to_string());
-        for op in group {
-            op.finish(failure.as_deref());
-        }
-    }
-
-    fn run_group(&mut self, group: &mut [Op]) -> rusqlite::Result<()> {
-        self.conn.execute_batch("BEGIN IMMEDIATE")?;
-        for op in group.iter_mut() {
-            match op {
-                Op::Append {
-                    messages, stored, ..
-                } => {
-                    for message in messages.iter() {
-                        stored.extend(self.insert(message)?);
-                    }
-                }
-                Op::EnsureChannel {
-                    channel, created, ..
-                } => *created = self.channel_id(channel)?.1,
-            }
-        }
-        self.conn.execute_batch("COMMIT")
-    }
-
-    /// The id of `channel`, creating it if needed; true when it was created.
-    fn channel_id(&mut self, channel: &Channel) -> rusqlite::Result<(i64, bool)> {
-        if let Some(&id) = self.channel_ids.get(channel.key()) {
-            return Ok((id, false));
-        }
-        let inserted = self
-            .conn
-            .prepare_cached(
-                "INSERT INTO channels (key, name, created_at) VALUES (?1, ?2, ?3)
-                 ON CONFLICT (key) DO NOTHING",
-            )?
-            .execute(params![
-                channel.key(),
-                channel.name(),
-                Utc::now().timestamp_micros()
-            ])?;
-        let id = self
-            .conn
-            .prepare_cached("SELECT id FROM channels WHERE key = ?1")?
-            .query_row([channel.key()], |row| row.get(0))?;
-        self.channel_ids.insert(channel.key().to_owned(), id);
-        Ok((id, inserted == 1))
-    }
-
-    /// A network's timestamp, kept unique: IRC's `server-time` has
-    /// millisecond precision, so lines of one burst share a time; each gets
-    /// the next free microsecond of that millisecond. Older times (history
-    /// replayed after a reconnect) are kept as they are.
-    fn stamp_from(&mut self, ts: i64) -> i64 {
-        if ts <= self.last_stamp && ts.div_euclid(1000) == self.last_stamp.div_euclid(1000) {
-            self.last_stamp += 1;
-            return self.last_stamp;
-        }
-        self.last_stamp = self.last_stamp.max(ts);
-        ts
-    }
-
-    /// Whether the channel holds `message`'s text from its nick in the
-    /// millisecond of `ts` (stored times may be bumped within it).
-    fn has_copy(&self, channel_id: i64, ts: i64, message: &NewMessage) -> rusqlite::Result<bool> {
-        let start = ts.div_euclid(1000) * 1000;
-        self.conn
-            .prepare_cached(
-                "SELECT EXISTS (SELECT 1 FROM messages
-                  WHERE channel_id = ?1 AND ts BETWEEN ?2 AND ?3 AND nick = ?4 AND text = ?5)",
-            )?
-            .query_row(
-                params![channel_id, start, start + 999, message.nick, message.text],
-                |row| row.get(0),
-            )
-    }
-
-    fn stamp(&mut self) -> i64 {
-        self.last_stamp = Utc::now().timestamp_micros().max(self.last_stamp + 1);
-        self.last_stamp
-    }
-
-    /// Inserts one message; `None` when it duplicates a stored one (see
-    /// [`NewMessage::msgid`] and [`NewMessage::replayed`]).
-    fn insert(&mut self, message: &NewMessage) -> rusqlite::Result<Option<Message>> {
-        let (channel_id, _) = self.channel_id(&message.channel)?;
-        if let (true, None, Some(time)) = (message.replayed, &message.msgid, message.time)
-            && self.has_copy(channel_id, time.timestamp_micros(), message)?
-        {
-            return Ok(None);
-        }
-        let ts = match message.time {
-            Some(t) => self.stamp_from(t.timestamp_micros()),
-            None => self.stamp(),
-        };
-        let inserted = self
-            .conn
-            .prepare_cached(
-                "INSERT OR IGNORE INTO messages (channel_id, ts, nick, text, msgid)
-                 VALUES (?1, ?2, ?3, ?4, ?5)",
-            )?
-            .execute(params![
-                channel_id,
-                ts,
-                message.nick,
-                message.text,
-                message.msgid
-            ])?;
-        if inserted == 0 {
-            return Ok(None);
-        }
-        let id = self.conn.last_insert_rowid();
-        self.conn
-            .prepare_cached("INSERT INTO messages_fts (rowid, text) VALUES (?1, ?2)")?
-            .execute(params![id, message.text])?;
-        self.conn
-            .prepare_cached(
-                "INSERT INTO speakers (channel_id, key, nick, last_seen) VALUES (?1, ?2, ?3, ?4)
-                 ON CONFLICT (channel_id, key) DO UPDATE
-                 SET nick = excluded.nick, last_seen = max(last_seen, excluded.last_seen)",
-            )?
-            .execute(params![channel_id, message.nick_key, message.nick, ts])?;
-        Ok(Some(Message {
-            id,
-            channel: message.channel.name().to_owned(),
-            time: from_micros(ts),
-            nick: message.nick.clone(),
-            text: message.text.clone(),
-        }))
-    }
-}
-
-impl Op {
-    /// Replies to the caller: the result on success, else the commit error.
-    fn finish(self, failure: Option<&str>) {
-        let error = |e: &str| HistoryError::Commit(e.to_owned());
-        match self {
-            Op::Append { stored, reply, .. } => {
-                let _ = reply.send(failure.map_or(Ok(stored), |e| Err(error(e))));
-            }
-            Op::EnsureChannel { created, reply, .. } => {
-                let _ = reply.send(failure.map_or(Ok(created), |e| Err(error(e))));
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use std::time::Instant;
+
     use super::*;
     use crate::names::NameRules;
 
@@ -792,6 +807,7 @@ mod tests {
             time: None,
             msgid: None,
             replayed: false,
+            kind: SenderKind::Agent,
         }
     }
 
@@ -845,7 +861,10 @@ mod tests {
         let reopened = History::open(&Location::File(path), Durability::Full).unwrap();
         assert_eq!(reopened.read("#a", None, 10).unwrap()[0].text, "kept");
         assert_eq!(reopened.channels().unwrap(), ["#a"]);
-        assert_eq!(reopened.speakers("#a").unwrap(), ["Bob"]);
+        assert_eq!(
+            reopened.speakers("#a").unwrap(),
+            [("bob".to_owned(), "Bob".to_owned())]
+        );
         reopened.close();
     }
 

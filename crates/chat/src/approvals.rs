@@ -1,0 +1,377 @@
+//! Approvals from a channel: a client's permission prompt, relayed to a chat
+//! channel, answered there by a person.
+//!
+//! Claude Code sends `notifications/claude/channel/permission_request`
+//! (`request_id`, `tool_name`, `description`, `input_preview`) to a server
+//! that declares `claude/channel/permission`. It is posted to the approvals
+//! channel as one notice naming the agent, the tool and the preview. A human
+//! in that channel replies `yes <id>` or `no <id>`; the session that asked
+//! then gets `notifications/claude/channel/permission` with the verdict, and
+//! the channel an acknowledgement. Only people answer: an agent's reply, or
+//! anyone's who is not a listed approver (when approvers are listed), is
+//! refused in the channel and changes nothing; so is an unknown, expired or
+//! already answered id.
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex, Weak},
+    time::Duration,
+};
+
+use serde_json::Value;
+use switchboard_toolset::{JsonObject, Notification, Session};
+use tokio::time::Instant;
+
+use crate::{
+    backend::ChatBackend,
+    history::{Message, SenderKind},
+    names::Channel,
+};
+
+/// What a client sends to ask.
+pub const REQUEST_METHOD: &str = "notifications/claude/channel/permission_request";
+/// What the verdict goes back as.
+pub const VERDICT_METHOD: &str = "notifications/claude/channel/permission";
+/// The experimental capability a server declares to receive requests.
+pub const CAPABILITY: &str = "claude/channel/permission";
+
+const MAX_ID: usize = 64;
+const MAX_TOOL: usize = 200;
+const MAX_DESCRIPTION: usize = 300;
+const MAX_PREVIEW: usize = 300;
+/// Answered and expired requests are remembered this long, to say so.
+const REMEMBER: Duration = Duration::from_secs(3600);
+/// Requests remembered at once; the oldest go first.
+const MAX_PENDING: usize = 1024;
+
+/// `[chat.approvals]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApprovalSettings {
+    /// The channel requests are posted to and answered in.
+    pub channel: String,
+    /// Nicks allowed to answer (case-folded by the network's rules); any
+    /// human when empty.
+    pub approvers: Vec<String>,
+    /// How long a request can be answered.
+    pub timeout: Duration,
+}
+
+/// Requests waiting for (or past) an answer.
+pub struct Approvals {
+    settings: ApprovalSettings,
+    backend: Arc<dyn ChatBackend>,
+    requests: Mutex<HashMap<String, Request>>,
+}
+
+struct Request {
+    session: Weak<Session>,
+    agent: String,
+    tool: String,
+    asked: Instant,
+    /// The verdict and who gave it.
+    answer: Option<(Behavior, String)>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Behavior {
+    Allow,
+    Deny,
+}
+
+impl Behavior {
+    fn as_str(self) -> &'static str {
+        match self {
+            Behavior::Allow => "allow",
+            Behavior::Deny => "deny",
+        }
+    }
+}
+
+/// A permission request, checked.
+struct Ask {
+    id: String,
+    tool: String,
+    description: String,
+    preview: String,
+}
+
+impl Approvals {
+    pub fn new(settings: ApprovalSettings, backend: Arc<dyn ChatBackend>) -> Self {
+        Self {
+            settings,
+            backend,
+            requests: Mutex::default(),
+        }
+    }
+
+    fn channel(&self) -> Option<Channel> {
+        self.backend.rules().channel(&self.settings.channel).ok()
+    }
+
+    /// A client asked: post the request to the approvals channel. Malformed
+    /// or oversized requests are logged and dropped.
+    pub fn request(self: &Arc<Self>, session: &Arc<Session>, params: &JsonObject) {
+        let ask = match parse(params) {
+            Ok(ask) => ask,
+            Err(problem) => {
+                tracing::warn!(session = session.label(), %problem, "ignored a malformed permission request");
+                return;
+            }
+        };
+        let Some(channel) = self.channel() else {
+            tracing::error!(channel = %self.settings.channel, "chat.approvals.channel is not a valid channel name");
+            return;
+        };
+        let agent = session.identity().unwrap_or_else(|| session.label().to_owned());
+        {
+            let mut requests = self.requests();
+            if requests.contains_key(&ask.id) {
+                tracing::warn!(id = %ask.id, "ignored a permission request whose id is already in use");
+                return;
+            }
+            if requests.len() >= MAX_PENDING {
+                forget_oldest(&mut requests);
+            }
+            requests.insert(
+                ask.id.clone(),
+                Request {
+                    session: Arc::downgrade(session),
+                    agent: agent.clone(),
+                    tool: ask.tool.clone(),
+                    asked: Instant::now(),
+                    answer: None,
+                },
+            );
+        }
+        let text = format!(
+            "Approval {id}: {agent} wants to run {tool}: {description} — {preview} — reply \"yes {id}\" or \"no {id}\" (within {secs} s)",
+            id = ask.id,
+            tool = ask.tool,
+            description = ask.description,
+            preview = ask.preview,
+            secs = self.settings.timeout.as_secs(),
+        );
+        tracing::info!(id = %ask.id, %agent, tool = %ask.tool, "permission request posted");
+        self.post(channel, text);
+    }
+
+    /// A message was committed: if it answers a request in the approvals
+    /// channel, settle it.
+    pub async fn on_message(&self, message: &Message) {
+        let Some(channel) = self.channel() else {
+            return;
+        };
+        if message.channel_key != channel.key() {
+            return;
+        }
+        let Some((behavior, id)) = parse_reply(&message.text) else {
+            return;
+        };
+        let reply = self.answer(&id, behavior, message);
+        if let Err(e) = self.backend.announce(&channel, reply).await {
+            tracing::warn!(error = %e, "cannot acknowledge an approval");
+        }
+    }
+
+    /// Settles `id` with `behavior` if `message` may; returns what to say in
+    /// the channel.
+    fn answer(&self, id: &str, behavior: Behavior, message: &Message) -> String {
+        let by = &message.nick;
+        if message.kind != SenderKind::Human {
+            return format!("{by}: only a person can answer approvals; {id} is unchanged.");
+        }
+        let rules = self.backend.rules();
+        if !self.settings.approvers.is_empty()
+            && !self
+                .settings
+                .approvers
+                .iter()
+                .any(|a| rules.fold(a) == message.nick_key)
+        {
+            return format!("{by}: you are not an approver here; {id} is unchanged.");
+        }
+        let mut requests = self.requests();
+        requests.retain(|_, r| r.asked.elapsed() < REMEMBER);
+        let Some(request) = requests.get_mut(id) else {
+            return format!("{by}: there is no approval request {id}.");
+        };
+        if let Some((given, who)) = &request.answer {
+            return format!(
+                "{by}: {id} was already answered ({} by {who}).",
+                given.as_str()
+            );
+        }
+        if request.asked.elapsed() > self.settings.timeout {
+            return format!("{by}: {id} has expired; nothing was sent.");
+        }
+        let Some(session) = request.session.upgrade().filter(|s| !s.is_closed()) else {
+            return format!(
+                "{by}: {} has gone away; {id} cannot be answered.",
+                request.agent
+            );
+        };
+        let mut params = JsonObject::new();
+        params.insert("request_id".into(), Value::String(id.to_owned()));
+        params.insert(
+            "behavior".into(),
+            Value::String(behavior.as_str().to_owned()),
+        );
+        if !session.notify(Notification::new(VERDICT_METHOD, params)) {
+            return format!(
+                "{by}: {} is not reading its notifications; {id} is unchanged.",
+                request.agent
+            );
+        }
+        request.answer = Some((behavior, by.clone()));
+        tracing::info!(%id, behavior = behavior.as_str(), %by, agent = %request.agent, "approval answered");
+        let verb = match behavior {
+            Behavior::Allow => "allowed",
+            Behavior::Deny => "denied",
+        };
+        format!(
+            "{id} {verb} by {by}: {} may{} run {}.",
+            request.agent,
+            if behavior == Behavior::Deny { " not" } else { "" },
+            request.tool
+        )
+    }
+
+    fn post(&self, channel: Channel, text: String) {
+        let backend = self.backend.clone();
+        tokio::spawn(async move {
+            if let Err(e) = backend.announce(&channel, text).await {
+                tracing::warn!(%channel, error = %e, "cannot post a permission request");
+            }
+        });
+    }
+
+    fn requests(&self) -> std::sync::MutexGuard<'_, HashMap<String, Request>> {
+        self.requests.lock().expect("approvals lock")
+    }
+}
+
+fn forget_oldest(requests: &mut HashMap<String, Request>) {
+    if let Some(oldest) = requests
+        .iter()
+        .min_by_key(|(_, r)| r.asked)
+        .map(|(id, _)| id.clone())
+    {
+        requests.remove(&oldest);
+    }
+}
+
+/// Checks a request's params: every field a string, the id a short word.
+fn parse(params: &JsonObject) -> Result<Ask, String> {
+    let field = |name: &str| -> Result<&str, String> {
+        match params.get(name) {
+            Some(Value::String(s)) => Ok(s),
+            Some(_) => Err(format!("{name} is not a string")),
+            None => Err(format!("{name} is missing")),
+        }
+    };
+    let id = field("request_id")?.to_ascii_lowercase();
+    if id.is_empty()
+        || id.len() > MAX_ID
+        || !id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        return Err(format!(
+            "request_id must be 1 to {MAX_ID} letters, digits, - or _"
+        ));
+    }
+    let tool = field("tool_name")?;
+    if tool.is_empty() || tool.len() > MAX_TOOL {
+        return Err(format!("tool_name must be 1 to {MAX_TOOL} bytes"));
+    }
+    Ok(Ask {
+        id,
+        tool: one_line(tool, MAX_TOOL),
+        description: one_line(field("description")?, MAX_DESCRIPTION),
+        preview: one_line(params.get("input_preview").and_then(Value::as_str).unwrap_or(""), MAX_PREVIEW),
+    })
+}
+
+/// `text` on one line (control characters become spaces, runs of spaces
+/// one), cut to `max` characters with `…`.
+fn one_line(text: &str, max: usize) -> String {
+    let mut out = String::new();
+    for word in text
+        .split(|c: char| c.is_whitespace() || c.is_control())
+        .filter(|w| !w.is_empty())
+    {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(word);
+    }
+    if out.chars().count() > max {
+        out = out.chars().take(max).collect();
+        out.push('…');
+    }
+    out
+}
+
+/// `yes <id>` / `no <id>` (also `y`/`n`, any case, nothing else on the line).
+fn parse_reply(text: &str) -> Option<(Behavior, String)> {
+    let mut words = text.split_whitespace();
+    let verdict = words.next()?.to_ascii_lowercase();
+    let id = words.next()?.to_ascii_lowercase();
+    if words.next().is_some() || id.len() > MAX_ID {
+        return None;
+    }
+    let behavior = match verdict.as_str() {
+        "y" | "yes" => Behavior::Allow,
+        "n" | "no" => Behavior::Deny,
+        _ => return None,
+    };
+    Some((behavior, id))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn replies_are_a_verdict_and_an_id_alone() {
+        assert_eq!(
+            parse_reply("yes abcde"),
+            Some((Behavior::Allow, "abcde".into()))
+        );
+        assert_eq!(
+            parse_reply("  N   ABCDE "),
+            Some((Behavior::Deny, "abcde".into()))
+        );
+        for not_a_reply in ["yes", "yes abcde please", "sure abcde", "", "no"] {
+            assert_eq!(parse_reply(not_a_reply), None, "{not_a_reply}");
+        }
+    }
+
+    #[test]
+    fn requests_are_checked_and_flattened() {
+        let ask = parse(
+            json!({"request_id": "AbCdE", "tool_name": "Bash", "description": "list\nfiles", "input_preview": "{\"command\":\"ls\"}"})
+                .as_object()
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(ask.id, "abcde");
+        assert_eq!(ask.description, "list files");
+        let long = parse(
+            json!({"request_id": "x", "tool_name": "T", "description": "d".repeat(5000)})
+                .as_object()
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(long.description.chars().count(), MAX_DESCRIPTION + 1);
+        for bad in [
+            json!({"tool_name": "Bash", "description": ""}),
+            json!({"request_id": 5, "tool_name": "Bash", "description": ""}),
+            json!({"request_id": "a b", "tool_name": "Bash", "description": ""}),
+            json!({"request_id": "x".repeat(65), "tool_name": "Bash", "description": ""}),
+            json!({"request_id": "abcde", "tool_name": "", "description": ""}),
+            json!({"request_id": "abcde", "tool_name": "Bash", "description": []}),
+        ] {
+            assert!(parse(bad.as_object().unwrap()).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,135 @@
+//! The database schema and its migrations, keyed by SQLite's `user_version`.
+//!
+//! A new database is created at version 1 and migrated like an old one, so
+//! there is one path to the current schema.
+
+use rusqlite::Connection;
+
+use super::HistoryError;
+
+/// The schema this build reads and writes.
+pub(super) const VERSION: i64 = 2;
+
+/// Brings the database at `path` (for messages) to [`VERSION`].
+pub(super) fn migrate(conn: &Connection, path: &str, wal: bool) -> Result<(), HistoryError> {
+    if wal {
+        conn.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))?;
+    }
+    let version: i64 = conn.query_row("PRAGMA user_version", [], |row| row.get(0))?;
+    if version > VERSION {
+        return Err(HistoryError::NewerSchema {
+            path: path.to_owned(),
+            found: version,
+        });
+    }
+    if version < 1 {
+        conn.execute_batch(V1)?;
+    }
+    if version < 2 {
+        conn.execute_batch(V2)?;
+    }
+    Ok(())
+}
+
+/// Channels, messages (with their FTS index) and who spoke where.
+const V1: &str = "BEGIN;
+CREATE TABLE channels (
+    id INTEGER PRIMARY KEY,
+    key TEXT NOT NULL UNIQUE,
+    name TEXT NOT NULL,
+    created_at INTEGER NOT NULL
+);
+CREATE TABLE messages (
+    id INTEGER PRIMARY KEY,
+    channel_id INTEGER NOT NULL REFERENCES channels(id),
+    ts INTEGER NOT NULL,
+    nick TEXT NOT NULL,
+    text TEXT NOT NULL,
+    msgid TEXT
+);
+CREATE INDEX messages_by_channel_time ON messages(channel_id, ts, id);
+CREATE UNIQUE INDEX messages_by_msgid ON messages(channel_id, msgid)
+    WHERE msgid IS NOT NULL;
+CREATE TABLE speakers (
+    channel_id INTEGER NOT NULL REFERENCES channels(id),
+    key TEXT NOT NULL,
+    nick TEXT NOT NULL,
+    last_seen INTEGER NOT NULL,
+    PRIMARY KEY (channel_id, key)
+) WITHOUT ROWID;
+CREATE VIRTUAL TABLE messages_fts USING fts5(
+    text, content = 'messages', content_rowid = 'id',
+    tokenize = 'porter unicode61 remove_diacritics 2'
+);
+PRAGMA user_version = 1;
+COMMIT;";
+
+/// Insertion order per channel (`seq`), who sent each message (`nick_key`
+/// folded as RFC 1459, `kind`: 0 unknown, 1 agent, 2 human, 3 system), and
+/// read cursors per identity and channel. Messages stored before version 2
+/// get their channel's insertion order from their ids and kind 0.
+const V2: &str = r"BEGIN;
+ALTER TABLE messages ADD COLUMN seq INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE messages ADD COLUMN nick_key TEXT NOT NULL DEFAULT '';
+ALTER TABLE messages ADD COLUMN kind INTEGER NOT NULL DEFAULT 0;
+UPDATE messages SET seq = numbered.n
+  FROM (SELECT id, row_number() OVER (PARTITION BY channel_id ORDER BY id) AS n FROM messages)
+    AS numbered
+ WHERE messages.id = numbered.id;
+UPDATE messages SET nick_key =
+    replace(replace(replace(replace(lower(nick), '[', '{'), ']', '}'), '\', '|'), '~', '^');
+CREATE UNIQUE INDEX messages_by_channel_seq ON messages(channel_id, seq);
+CREATE TABLE cursors (
+    identity TEXT NOT NULL,
+    channel_id INTEGER NOT NULL REFERENCES channels(id),
+    read_seq INTEGER NOT NULL,
+    joined INTEGER NOT NULL,
+    PRIMARY KEY (identity, channel_id)
+) WITHOUT ROWID;
+PRAGMA user_version = 2;
+COMMIT;";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_version_1_database_gets_insertion_order_and_nick_keys() {
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch(V1).unwrap();
+        conn.execute_batch(
+            "INSERT INTO channels VALUES (1, '#a', '#a', 0), (2, '#b', '#b', 0);
+             INSERT INTO messages (id, channel_id, ts, nick, text) VALUES
+                 (1, 1, 10, 'Bob[x]', 'one'), (2, 2, 11, 'eve', 'two'), (3, 1, 5, 'bob', 'three');",
+        )
+        .unwrap();
+        migrate(&conn, ":memory:", false).unwrap();
+        let rows: Vec<(i64, i64, String, i64)> = conn
+            .prepare("SELECT id, seq, nick_key, kind FROM messages ORDER BY id")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(
+            rows,
+            [
+                (1, 1, "bob{x}".into(), 0),
+                (2, 1, "eve".into(), 0),
+                (3, 2, "bob".into(), 0)
+            ]
+        );
+        let version: i64 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, VERSION);
+    }
+
+    #[test]
+    fn a_newer_database_is_refused() {
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch("PRAGMA user_version = 99").unwrap();
+        let err = migrate(&conn, "x.db", false).unwrap_err();
+        assert!(err.to_string().contains("schema version 99"), "{err}");
+    }
+}

@@ -1,0 +1,322 @@
+//! The writer thread: the only connection that writes, committing in groups.
+//!
+//! It takes every operation that is waiting, runs them in one transaction,
+//! and only after the commit updates the cursors, wakes waiters, publishes
+//! the new messages and acknowledges the callers — in that order, so that
+//! whoever hears "stored" finds the message everywhere.
+
+use std::{
+    collections::HashMap,
+    sync::{
+        Weak,
+        atomic::Ordering,
+        mpsc::{Receiver, TryRecvError},
+    },
+    time::Instant,
+};
+
+use chrono::Utc;
+use rusqlite::{Connection, OptionalExtension, params};
+use tokio::sync::oneshot;
+
+use super::{HistoryError, Message, NewMessage, SenderKind, Shared, from_micros};
+use crate::names::Channel;
+
+/// Most operations committed in one transaction.
+const MAX_GROUP: usize = 512;
+
+type Reply<T> = oneshot::Sender<Result<T, HistoryError>>;
+
+/// A write for the writer thread; it fills in the result before replying.
+pub(super) enum Op {
+    Append {
+        messages: Vec<NewMessage>,
+        stored: Vec<Message>,
+        reply: Reply<Vec<Message>>,
+    },
+    EnsureChannel {
+        channel: Channel,
+        created: bool,
+        reply: Reply<bool>,
+    },
+    /// Writes a cursor through; nobody waits for it.
+    SaveCursor {
+        identity: String,
+        channel_id: i64,
+        read_seq: i64,
+        joined: bool,
+    },
+}
+
+pub(super) struct Writer {
+    pub(super) conn: Connection,
+    pub(super) shared: Weak<Shared>,
+    pub(super) channel_ids: HashMap<String, i64>,
+    /// Each channel's newest position, by id (filled on first use).
+    pub(super) channel_seqs: HashMap<i64, i64>,
+    /// The last timestamp (µs) the writer assigned; stamps strictly increase
+    /// so that `since` = a message's time excludes exactly that message.
+    pub(super) last_stamp: i64,
+}
+
+impl Writer {
+    pub(super) fn run(mut self, rx: Receiver<Op>) {
+        while let Ok(first) = rx.recv() {
+            let mut group = vec![first];
+            while group.len() < MAX_GROUP {
+                match rx.try_recv() {
+                    Ok(op) => group.push(op),
+                    Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
+                }
+            }
+            self.commit_group(group);
+        }
+        if let Err(e) = self
+            .conn
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+        {
+            tracing::warn!(error = %e, "history checkpoint at shutdown failed");
+        }
+        tracing::debug!("history writer stopped");
+    }
+
+    fn commit_group(&mut self, mut group: Vec<Op>) {
+        let started = Instant::now();
+        let result = self.run_group(&mut group);
+        if let Err(e) = &result {
+            tracing::error!(error = %e, "history commit failed; its messages are reported as not stored");
+            let _ = self.conn.execute_batch("ROLLBACK");
+            // Ids and positions assigned inside the rolled-back transaction are gone.
+            self.channel_ids.clear();
+            self.channel_seqs.clear();
+        }
+        tracing::trace!(
+            ops = group.len(),
+            elapsed_us = started.elapsed().as_micros() as u64,
+            "history group committed"
+        );
+        if let Some(shared) = self.shared.upgrade() {
+            if result.is_ok() {
+                let stored: Vec<Message> = group
+                    .iter()
+                    .filter_map(|op| match op {
+                        Op::Append { stored, .. } => Some(stored.iter().cloned()),
+                        _ => None,
+                    })
+                    .flatten()
+                    .collect();
+                shared.cursors.committed(&stored);
+                shared.commits.fetch_add(1, Ordering::Release);
+                let mut touched: Vec<String> = stored
+                    .iter()
+                    .map(|m| m.channel_key.clone())
+                    .collect();
+                touched.sort_unstable();
+                touched.dedup();
+                shared.watchers.bump(touched.iter().map(String::as_str));
+                if !stored.is_empty() {
+                    // Nobody listening is fine: the feed is best effort.
+                    let _ = shared.feed.send(stored.into());
+                }
+            }
+        }
+        let failure = result.err().map(|e| e.to_string());
+        for op in group {
+            op.finish(failure.as_deref());
+        }
+    }
+
+    fn run_group(&mut self, group: &mut [Op]) -> rusqlite::Result<()> {
+        self.conn.execute_batch("BEGIN IMMEDIATE")?;
+        for op in group.iter_mut() {
+            match op {
+                Op::Append {
+                    messages, stored, ..
+                } => {
+                    for message in messages.iter() {
+                        stored.extend(self.insert(message)?);
+                    }
+                }
+                Op::EnsureChannel {
+                    channel, created, ..
+                } => *created = self.channel_id(channel)?.1,
+                Op::SaveCursor {
+                    identity,
+                    channel_id,
+                    read_seq,
+                    joined,
+                } => {
+                    self.conn
+                        .prepare_cached(
+                            "INSERT INTO cursors (identity, channel_id, read_seq, joined)
+                             VALUES (?1, ?2, ?3, ?4)
+                             ON CONFLICT (identity, channel_id) DO UPDATE
+                             SET read_seq = max(read_seq, excluded.read_seq), joined = excluded.joined",
+                        )?
+                        .execute(params![&*identity, *channel_id, *read_seq, *joined])?;
+                }
+            }
+        }
+        self.conn.execute_batch("COMMIT")
+    }
+
+    /// The id of `channel`, creating it if needed; true when it was created.
+    fn channel_id(&mut self, channel: &Channel) -> rusqlite::Result<(i64, bool)> {
+        if let Some(&id) = self.channel_ids.get(channel.key()) {
+            return Ok((id, false));
+        }
+        let inserted = self
+            .conn
+            .prepare_cached(
+                "INSERT INTO channels (key, name, created_at) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (key) DO NOTHING",
+            )?
+            .execute(params![
+                channel.key(),
+                channel.name(),
+                Utc::now().timestamp_micros()
+            ])?;
+        let id = self
+            .conn
+            .prepare_cached("SELECT id FROM channels WHERE key = ?1")?
+            .query_row([channel.key()], |row| row.get(0))?;
+        self.channel_ids.insert(channel.key().to_owned(), id);
+        Ok((id, inserted == 1))
+    }
+
+    /// The next insertion position in the channel.
+    fn next_seq(&mut self, channel_id: i64) -> rusqlite::Result<i64> {
+        let last = match self.channel_seqs.get(&channel_id) {
+            Some(&seq) => seq,
+            None => self
+                .conn
+                .prepare_cached("SELECT max(seq) FROM messages WHERE channel_id = ?1")?
+                .query_row([channel_id], |row| row.get::<_, Option<i64>>(0))
+                .optional()?
+                .flatten()
+                .unwrap_or(0),
+        };
+        self.channel_seqs.insert(channel_id, last + 1);
+        Ok(last + 1)
+    }
+
+    /// A network's timestamp, kept unique: IRC's `server-time` has
+    /// millisecond precision, so lines of one burst share a time; each gets
+    /// the next free microsecond of that millisecond. Older times (history
+    /// replayed after a reconnect) are kept as they are.
+    fn stamp_from(&mut self, ts: i64) -> i64 {
+        if ts <= self.last_stamp && ts.div_euclid(1000) == self.last_stamp.div_euclid(1000) {
+            self.last_stamp += 1;
+            return self.last_stamp;
+        }
+        self.last_stamp = self.last_stamp.max(ts);
+        ts
+    }
+
+    /// Whether the channel holds `message`'s text from its nick in the
+    /// millisecond of `ts` (stored times may be bumped within it).
+    fn has_copy(&self, channel_id: i64, ts: i64, message: &NewMessage) -> rusqlite::Result<bool> {
+        let start = ts.div_euclid(1000) * 1000;
+        self.conn
+            .prepare_cached(
+                "SELECT EXISTS (SELECT 1 FROM messages
+                  WHERE channel_id = ?1 AND ts BETWEEN ?2 AND ?3 AND nick = ?4 AND text = ?5)",
+            )?
+            .query_row(
+                params![channel_id, start, start + 999, message.nick, message.text],
+                |row| row.get(0),
+            )
+    }
+
+    fn stamp(&mut self) -> i64 {
+        self.last_stamp = Utc::now().timestamp_micros().max(self.last_stamp + 1);
+        self.last_stamp
+    }
+
+    /// Inserts one message; `None` when it duplicates a stored one (see
+    /// [`NewMessage::msgid`] and [`NewMessage::replayed`]).
+    fn insert(&mut self, message: &NewMessage) -> rusqlite::Result<Option<Message>> {
+        let (channel_id, _) = self.channel_id(&message.channel)?;
+        if let (true, None, Some(time)) = (message.replayed, &message.msgid, message.time)
+            && self.has_copy(channel_id, time.timestamp_micros(), message)?
+        {
+            return Ok(None);
+        }
+        if let Some(msgid) = &message.msgid {
+            let known: bool = self
+                .conn
+                .prepare_cached(
+                    "SELECT EXISTS (SELECT 1 FROM messages WHERE channel_id = ?1 AND msgid = ?2)",
+                )?
+                .query_row(params![channel_id, msgid], |row| row.get(0))?;
+            if known {
+                return Ok(None);
+            }
+        }
+        let ts = match message.time {
+            Some(t) => self.stamp_from(t.timestamp_micros()),
+            None => self.stamp(),
+        };
+        let seq = self.next_seq(channel_id)?;
+        self.conn
+            .prepare_cached(
+                "INSERT INTO messages (channel_id, ts, nick, text, msgid, seq, nick_key, kind)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            )?
+            .execute(params![
+                channel_id,
+                ts,
+                message.nick,
+                message.text,
+                message.msgid,
+                seq,
+                message.nick_key,
+                message.kind as i64
+            ])?;
+        let id = self.conn.last_insert_rowid();
+        self.conn
+            .prepare_cached("INSERT INTO messages_fts (rowid, text) VALUES (?1, ?2)")?
+            .execute(params![id, message.text])?;
+        if message.kind != SenderKind::System {
+            self.conn
+                .prepare_cached(
+                    "INSERT INTO speakers (channel_id, key, nick, last_seen) VALUES (?1, ?2, ?3, ?4)
+                     ON CONFLICT (channel_id, key) DO UPDATE
+                     SET nick = excluded.nick, last_seen = max(last_seen, excluded.last_seen)",
+                )?
+                .execute(params![channel_id, message.nick_key, message.nick, ts])?;
+        }
+        Ok(Some(Message {
+            id,
+            channel: message.channel.name().to_owned(),
+            time: from_micros(ts),
+            nick: message.nick.clone(),
+            text: message.text.clone(),
+            kind: message.kind,
+            seq,
+            channel_id,
+            channel_key: message.channel.key().to_owned(),
+            nick_key: message.nick_key.clone(),
+        }))
+    }
+}
+
+impl Op {
+    /// Replies to the caller: the result on success, else the commit error.
+    fn finish(self, failure: Option<&str>) {
+        let error = |e: &str| HistoryError::Commit(e.to_owned());
+        match self {
+            Op::Append { stored, reply, .. } => {
+                let _ = reply.send(failure.map_or(Ok(stored), |e| Err(error(e))));
+            }
+            Op::EnsureChannel { created, reply, .. } => {
+                let _ = reply.send(failure.map_or(Ok(created), |e| Err(error(e))));
+            }
+            Op::SaveCursor { identity, .. } => {
+                if let Some(e) = failure {
+                    tracing::warn!(%identity, error = %e, "a read cursor was not saved");
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,264 @@
+//! An identity's inbox: what it has not read in the channels it joined, and
+//! every message anywhere that mentions it.
+//!
+//! Unread means "after the identity's cursor" (see
+//! [`History::mark`]), in insertion order, never counting its own messages
+//! or switchboard's notices. A mention is the nick as a whole word
+//! (`alice:`, `alice,`, `@alice`, `hi alice`), compared case-folded with the
+//! network's CASEMAPPING; a longer nick (`alice-2`) is not a mention of
+//! `alice`. Mentions are found through the full-text index (each identity's
+//! scan remembers how far it got, so each look only reads what is new) and
+//! then checked exactly here.
+
+use std::{
+    collections::{HashMap, HashSet},
+    sync::Mutex,
+};
+
+use crate::{
+    history::{History, HistoryError, Message, SenderKind},
+    names::{CaseMapping, Nick},
+};
+
+/// Mentions fetched from the index per look; the rest wait for the next.
+const SCAN_PAGE: usize = 1000;
+/// Unread mentions kept per identity (the newest ones).
+const MAX_KEPT: usize = 1000;
+
+/// A message in an inbox.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Item {
+    pub message: Message,
+    /// It names the identity (it may also be in a joined channel).
+    pub mention: bool,
+}
+
+/// Per channel, what an identity has not seen.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Unread messages (joined channels only).
+    pub unread: i64,
+    /// Unread messages that mention the identity (any channel).
+    pub mentions: i64,
+    pub joined: bool,
+}
+
+/// Inboxes over one history.
+pub struct Inbox {
+    history: History,
+    scans: Mutex<HashMap<String, Scan>>,
+}
+
+/// How far the index has been searched for one identity's mentions, and the
+/// unread mentions found so far.
+#[derive(Default)]
+struct Scan {
+    scanned_to: i64,
+    found: Vec<Message>,
+}
+
+impl Inbox {
+    pub fn new(history: History) -> Self {
+        Self {
+            history,
+            scans: Mutex::default(),
+        }
+    }
+
+    /// Up to `limit` inbox items of `me`, oldest first (by insertion); they
+    /// stay unread until [`Inbox::mark_read`].
+    pub fn peek(&self, me: &Nick, map: CaseMapping, limit: usize) -> Result<Vec<Item>, HistoryError> {
+        let mut items: Vec<Item> = Vec::new();
+        for cursor in self.history.cursors(me.key()) {
+            if !cursor.joined || cursor.unread == 0 {
+                continue;
+            }
+            for message in self
+                .history
+                .read_after(cursor.channel_id, cursor.read_seq, me.key(), limit)?
+            {
+                if message.kind == SenderKind::System {
+                    items.push(Item {
+                        message,
+                        mention: false,
+                    });
+                    continue;
+                }
+                let mention = mentions(&message.text, me.key(), map);
+                items.push(Item { message, mention });
+            }
+        }
+        let seen: HashSet<i64> = items.iter().map(|i| i.message.id).collect();
+        for message in self.unread_mentions(me, map)? {
+            if !seen.contains(&message.id) {
+                items.push(Item {
+                    message,
+                    mention: true,
+                });
+            }
+        }
+        items.sort_by_key(|i| i.message.id);
+        items.truncate(limit);
+        Ok(items)
+    }
+
+    /// Marks `items` read: each channel's cursor moves to its newest item.
+    pub fn mark_read(&self, me: &Nick, items: &[Item]) -> Result<(), HistoryError> {
+        let mut newest: HashMap<i64, i64> = HashMap::new();
+        for item in items {
+            let seq = newest.entry(item.message.channel_id).or_default();
+            *seq = (*seq).max(item.message.seq);
+        }
+        for (channel_id, seq) in newest {
+            self.history.mark(me.key(), channel_id, Some(seq), None)?;
+        }
+        Ok(())
+    }
+
+    /// Unread and mention counts of `me`, by channel id.
+    pub fn counts(&self, me: &Nick, map: CaseMapping) -> Result<HashMap<i64, Counts>, HistoryError> {
+        let mut counts: HashMap<i64, Counts> = HashMap::new();
+        for cursor in self.history.cursors(me.key()) {
+            let entry = counts.entry(cursor.channel_id).or_default();
+            entry.joined = cursor.joined;
+            if cursor.joined {
+                entry.unread = cursor.unread;
+            }
+        }
+        for message in self.unread_mentions(me, map)? {
+            counts.entry(message.channel_id).or_default().mentions += 1;
+        }
+        Ok(counts)
+    }
+
+    /// Whether a new message belongs in `me`'s inbox.
+    pub fn concerns(&self, me: &Nick, map: CaseMapping, message: &Message) -> bool {
+        if message.nick_key == me.key() {
+            return false;
+        }
+        let joined = self
+            .history
+            .cursor(me.key(), message.channel_id)
+            .is_some_and(|c| c.joined);
+        joined || (message.kind != SenderKind::System && mentions(&message.text, me.key(), map))
+    }
+
+    /// `me`'s unread mentions, oldest first: the scan brought up to date,
+    /// then pruned of what the cursors have passed.
+    fn unread_mentions(&self, me: &Nick, map: CaseMapping) -> Result<Vec<Message>, HistoryError> {
+        let Some(query) = fts_phrase(me.key()) else {
+            return Ok(Vec::new());
+        };
+        let scanned_to = self.scans().get(me.key()).map_or(0, |s| s.scanned_to);
+        let newest = self.history.newest_id()?;
+        let mut fresh = Vec::new();
+        let mut reached = scanned_to;
+        if newest > scanned_to {
+            let page = self.history.matching(&query, scanned_to, newest, SCAN_PAGE)?;
+            reached = if page.len() == SCAN_PAGE {
+                page.last().map_or(newest, |m| m.id)
+            } else {
+                newest
+            };
+            fresh = page
+                .into_iter()
+                .filter(|m| {
+                    m.kind != SenderKind::System
+                        && m.nick_key != me.key()
+                        && mentions(&m.text, me.key(), map)
+                })
+                .collect();
+        }
+        let mut scans = self.scans();
+        let scan = scans.entry(me.key().to_owned()).or_default();
+        if reached > scan.scanned_to {
+            // Another look may have got here first: keep each message once.
+            let known: HashSet<i64> = scan.found.iter().map(|m| m.id).collect();
+            scan.found
+                .extend(fresh.into_iter().filter(|m| !known.contains(&m.id)));
+            scan.scanned_to = reached;
+        }
+        scan.found.retain(|m| {
+            self.history
+                .cursor(me.key(), m.channel_id)
+                .is_none_or(|c| m.seq > c.read_seq)
+        });
+        if scan.found.len() > MAX_KEPT {
+            let excess = scan.found.len() - MAX_KEPT;
+            scan.found.drain(..excess);
+        }
+        Ok(scan.found.clone())
+    }
+
+    fn scans(&self) -> std::sync::MutexGuard<'_, HashMap<String, Scan>> {
+        self.scans.lock().expect("mention scans lock")
+    }
+}
+
+/// Characters that can be part of a nick; anything else ends a word.
+fn nick_char(c: char) -> bool {
+    c.is_alphanumeric() || "-_[]{}\\|^`".contains(c)
+}
+
+/// Whether `text` names `nick_key` (a folded nick) as a whole word.
+///
+/// ```
+/// # use switchboard_chat::{CaseMapping, inbox::mentions};
+/// let map = CaseMapping::Rfc1459;
+/// for text in ["alice: look", "ok, Alice", "@ALICE please", "thanks alice.", "[alice]"] {
+///     assert!(mentions(text, "alice", map), "{text}");
+/// }
+/// for text in ["alicebob", "alice-2: hi", "malice", "al ice"] {
+///     assert!(!mentions(text, "alice", map), "{text}");
+/// }
+/// assert!(mentions("ping Bob[1]", "bob{1}", map));
+/// ```
+pub fn mentions(text: &str, nick_key: &str, map: CaseMapping) -> bool {
+    if nick_key.is_empty() {
+        return false;
+    }
+    let folded = map.fold(text);
+    let mut from = 0;
+    while let Some(at) = folded[from..].find(nick_key) {
+        let start = from + at;
+        let end = start + nick_key.len();
+        let before = folded[..start].chars().next_back();
+        let after = folded[end..].chars().next();
+        if !before.is_some_and(nick_char) && !after.is_some_and(nick_char) {
+            return true;
+        }
+        from = start + folded[start..].chars().next().map_or(1, char::len_utf8);
+    }
+    false
+}
+
+/// An FTS5 phrase that every text mentioning `nick_key` matches: its
+/// letters-and-digits runs, in order. `None` for a nick without any (such
+/// nicks cannot be found through the index).
+fn fts_phrase(nick_key: &str) -> Option<String> {
+    let words: Vec<&str> = nick_key
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .collect();
+    (!words.is_empty()).then(|| format!("\"{}\"", words.join(" ")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn phrases_keep_only_word_characters() {
+        assert_eq!(fts_phrase("reviewer-2").as_deref(), Some("\"reviewer 2\""));
+        assert_eq!(fts_phrase("{bot}").as_deref(), Some("\"bot\""));
+        assert_eq!(fts_phrase("^^"), None);
+    }
+
+    #[test]
+    fn a_mention_after_a_longer_nick_is_still_found() {
+        let map = CaseMapping::Rfc1459;
+        assert!(mentions("alice-2 and alice", "alice", map));
+        assert!(!mentions("", "alice", map));
+        assert!(mentions("ünïcode alice", "alice", map));
+    }
+}

@@ -1,0 +1,764 @@
+//! The chat toolset: the tools agents use to talk in channels, notice what
+//! concerns them, and be woken for it.
+//!
+//! Names, parameters and text formats of the original IRC bridge's tools
+//! are fixed: its clients parse them. Each result's text stands on its own
+//! (many hosts show the model only the text) and `structuredContent`
+//! mirrors it.
+//!
+//! Who is calling: a tool's explicit `nick` (or `sender`), else the
+//! session's identity (see [`Session`]). Reading a channel, sending to it
+//! or joining it puts the identity in it; reading moves its read cursor.
+
+mod definitions;
+mod format;
+
+use std::{
+    collections::HashMap,
+    future::Future,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use chrono::{DateTime, Utc};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use switchboard_toolset::{
+    Caller, JsonObject, Notification, Session, Tool, ToolError, ToolFuture, ToolOutput, Toolset,
+    parse_args,
+};
+use tokio::sync::broadcast;
+
+pub use format::parse_since;
+
+use crate::{
+    approvals::{self, ApprovalSettings, Approvals},
+    backend::ChatBackend,
+    history::{History, SenderKind, iso},
+    inbox::Inbox,
+    names::{Channel, Nick},
+    push::{PushMode, PushSettings, Pusher},
+    text::message_lines,
+};
+use definitions::{
+    READ_DEFAULT, READ_MAX, SEARCH_DEFAULT, SEARCH_MAX, WAIT_DEFAULT_S, WAIT_MAX_S,
+    tool_definitions,
+};
+use format::{bounded, bullets, fts_query, inbox_output, messages_output, search_line};
+
+/// What a deployment may tune; see `docs/configuration.md` (`[chat]`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatSettings {
+    /// Longest text `send_message` accepts, in bytes.
+    pub max_text_bytes: usize,
+    pub push: PushSettings,
+    /// Approvals from a channel, when configured.
+    pub approvals: Option<ApprovalSettings>,
+}
+
+impl Default for ChatSettings {
+    fn default() -> Self {
+        Self {
+            max_text_bytes: 32 * 1024,
+            push: PushSettings::default(),
+            approvals: None,
+        }
+    }
+}
+
+/// How often a blocked wait tells the client it is still working.
+const PROGRESS_EVERY: Duration = Duration::from_secs(10);
+
+/// The chat tools over one backend and its history.
+pub struct ChatTools {
+    backend: Arc<dyn ChatBackend>,
+    history: History,
+    settings: ChatSettings,
+    inbox: Arc<Inbox>,
+    pusher: Arc<Pusher>,
+    approvals: Option<Arc<Approvals>>,
+    /// The last `read_messages` page per channel. Agents polling a busy
+    /// channel ask for the same page many times between two commits; that
+    /// page is built (an SQLite read, and a JSON tree of every message) once.
+    reads: Mutex<HashMap<String, CachedRead>>,
+}
+
+/// A `read_messages` page, valid while the history has made no commit.
+struct CachedRead {
+    commits: u64,
+    since: Option<DateTime<Utc>>,
+    limit: usize,
+    /// The channel's id and the page's newest position, for read cursors.
+    newest: Option<(i64, i64)>,
+    /// Kept from the second read of the page on: a copy costs about as much
+    /// as building the page, so a page read once (a read between two sends)
+    /// is not copied.
+    output: Option<ToolOutput>,
+}
+
+/// Channels whose last read is kept.
+const CACHED_READS: usize = 64;
+
+impl ChatTools {
+    pub fn new(backend: Arc<dyn ChatBackend>, history: History, settings: ChatSettings) -> Self {
+        let inbox = Arc::new(Inbox::new(history.clone()));
+        let approvals = settings
+            .approvals
+            .clone()
+            .map(|a| Arc::new(Approvals::new(a, backend.clone())));
+        let pusher = Pusher::new(
+            settings.push.clone(),
+            history.clone(),
+            backend.clone(),
+            inbox.clone(),
+            approvals.clone(),
+        );
+        Self {
+            backend,
+            history,
+            settings,
+            inbox,
+            pusher,
+            approvals,
+            reads: Mutex::default(),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SendParams {
+    channel: String,
+    text: String,
+    sender: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReadParams {
+    channel: Option<String>,
+    since: Option<String>,
+    limit: Option<i64>,
+    nick: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NameParams {
+    name: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ChannelParams {
+    channel: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListParams {
+    nick: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WaitParams {
+    channel: Option<String>,
+    since: Option<String>,
+    timeout_s: Option<f64>,
+    nick: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SearchParams {
+    query: String,
+    channel: Option<String>,
+    limit: Option<i64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JoinParams {
+    channel: String,
+    #[serde(default)]
+    leave: bool,
+    nick: Option<String>,
+}
+
+impl Toolset for ChatTools {
+    fn name(&self) -> &str {
+        "chat"
+    }
+
+    fn tools(&self) -> Vec<Tool> {
+        tool_definitions()
+    }
+
+    fn instructions(&self, session: Option<&Session>) -> Option<String> {
+        let mut text = String::from(
+            "Chat with other agents and humans in channels: send_message to post, \
+read_messages or wait_for_messages to follow a channel (without a channel: your inbox, the unread \
+messages of channels you joined and every mention of you), search_messages to find older messages.",
+        );
+        if let Some(nick) = session.and_then(Session::identity) {
+            text.push_str(&format!(" You are {nick} in chat."));
+        }
+        if session.is_some_and(Session::can_notify) && self.settings.push.mode != PushMode::Off {
+            text.push_str(
+                " New messages for you may also arrive on their own as <channel source=\"switchboard\" \
+channel=\"#…\" sender=\"…\"> events; to answer one, call send_message with that channel. \
+Events are not marked read: read_messages shows everything.",
+            );
+        }
+        Some(text)
+    }
+
+    fn experimental(&self) -> Vec<&'static str> {
+        let mut names = Vec::new();
+        if self.settings.push.mode != PushMode::Off {
+            names.push(crate::push::CAPABILITY);
+        }
+        if self.approvals.is_some() {
+            names.push(approvals::CAPABILITY);
+        }
+        names
+    }
+
+    fn open_session(&self, session: &Arc<Session>) {
+        if self.approvals.is_some() {
+            // Answers arrive through the dispatcher, pushed or not.
+            self.pusher.start();
+        }
+        self.pusher.subscribe(session);
+    }
+
+    fn on_notification(&self, session: &Arc<Session>, notification: &Notification) {
+        match (&self.approvals, notification.method.as_str()) {
+            (Some(approvals), approvals::REQUEST_METHOD) => {
+                approvals.request(session, &notification.params);
+            }
+            (None, approvals::REQUEST_METHOD) => {
+                tracing::debug!("a permission request arrived but chat.approvals is not configured");
+            }
+            _ => {}
+        }
+    }
+
+    fn close(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>> {
+        self.backend.close()
+    }
+
+    fn call<'a>(&'a self, tool: &'a str, args: JsonObject, caller: &'a Caller) -> ToolFuture<'a> {
+        Box::pin(async move {
+            match tool {
+                "send_message" => self.send_message(parse_args(tool, args)?, caller).await,
+                "read_messages" => self.read_messages(parse_args(tool, args)?, caller),
+                "create_channel" => self.create_channel(parse_args(tool, args)?).await,
+                "list_channels" => self.list_channels(parse_args(tool, args)?, caller).await,
+                "get_members" => self.get_members(parse_args(tool, args)?).await,
+                "wait_for_messages" => {
+                    let p: WaitParams = parse_args(tool, args)?;
+                    with_progress(caller, self.wait_for_messages(p, caller)).await
+                }
+                "search_messages" => self.search_messages(parse_args(tool, args)?).await,
+                "join_channel" => self.join_channel(parse_args(tool, args)?, caller).await,
+                other => Err(ToolError::new(format!(
+                    "the chat toolset has no tool {other}"
+                ))),
+            }
+        })
+    }
+}
+
+fn fail(e: impl std::fmt::Display) -> ToolError {
+    ToolError::new(e.to_string())
+}
+
+/// Runs a long call, reporting progress every [`PROGRESS_EVERY`] when the
+/// client asked for progress (clients reset their idle timeout on it).
+async fn with_progress<T>(caller: &Caller, call: impl Future<Output = T>) -> T {
+    let Some(progress) = &caller.progress else {
+        return call.await;
+    };
+    let mut call = std::pin::pin!(call);
+    let mut ticks = tokio::time::interval(PROGRESS_EVERY);
+    ticks.tick().await;
+    let mut step = 0.0;
+    loop {
+        tokio::select! {
+            result = &mut call => return result,
+            _ = ticks.tick() => {
+                step += 1.0;
+                progress.report(step, Some("still waiting for messages".into()));
+            }
+        }
+    }
+}
+
+impl ChatTools {
+    fn channel(&self, raw: &str) -> Result<Channel, ToolError> {
+        self.backend.rules().channel(raw).map_err(fail)
+    }
+
+    /// Who is calling: `explicit` (a tool's `nick`) when given, else the
+    /// session's identity.
+    fn me(&self, explicit: Option<&str>, caller: &Caller) -> Result<Option<Nick>, ToolError> {
+        let rules = self.backend.rules();
+        match explicit {
+            Some(nick) => rules
+                .nick(nick)
+                .map(Some)
+                .map_err(|e| ToolError::new(format!("nick: {e}"))),
+            None => Ok(caller.identity().and_then(|nick| rules.nick(&nick).ok())),
+        }
+    }
+
+    /// Like [`ChatTools::me`], for tools that need to know.
+    fn require_me(&self, explicit: Option<&str>, caller: &Caller, tool: &str) -> Result<Nick, ToolError> {
+        self.me(explicit, caller)?.ok_or_else(|| {
+            ToolError::new(format!(
+                "{tool} needs to know who you are: pass nick (your chat nick), or send a message first"
+            ))
+        })
+    }
+
+    /// The stored channel behind `channel`, if it exists.
+    fn channel_id(&self, channel: &Channel) -> Result<Option<i64>, ToolError> {
+        Ok(self.history.channel_row(channel.key()).map_err(fail)?.map(|r| r.id))
+    }
+
+    /// `me` read the channel up to `seq` (and is in it).
+    fn read_up_to(&self, me: &Nick, channel_id: i64, seq: i64) -> Result<(), ToolError> {
+        self.history
+            .mark(me.key(), channel_id, Some(seq), Some(true))
+            .map(|_| ())
+            .map_err(fail)
+    }
+
+    async fn send_message(&self, p: SendParams, caller: &Caller) -> Result<ToolOutput, ToolError> {
+        let rules = self.backend.rules();
+        let channel = rules.channel(&p.channel).map_err(fail)?;
+        let sender = p.sender.or_else(|| caller.identity()).ok_or_else(|| {
+            ToolError::new("invalid arguments for send_message: missing field `sender` (your nick)")
+        })?;
+        let sender = rules
+            .nick(&sender)
+            .map_err(|e| ToolError::new(format!("sender: {e}")))?;
+        let lines = message_lines(&p.text, self.settings.max_text_bytes).map_err(fail)?;
+        let kind = if caller.human {
+            SenderKind::Human
+        } else {
+            SenderKind::Agent
+        };
+        let delivery = self
+            .backend
+            .send(&channel, &sender, kind, lines)
+            .await
+            .map_err(fail)?;
+        if let Some(session) = &caller.session {
+            session.adopt(sender.name());
+        }
+        // Speaking in a channel joins it.
+        let channel_id = match delivery.stored.first() {
+            Some(m) => Some(m.channel_id),
+            None => self.channel_id(&channel)?,
+        };
+        if let Some(id) = channel_id
+            && !self.history.cursor(sender.key(), id).is_some_and(|c| c.joined)
+        {
+            self.history
+                .mark(sender.key(), id, None, Some(true))
+                .map_err(fail)?;
+        }
+        let text = format!("Sent to {channel} as {}", delivery.sent_as);
+        let mut structured = json!({
+            "channel": channel.name(),
+            "sender": delivery.sent_as,
+            "lines": delivery.lines,
+            "confirmed": delivery.confirmed,
+            "ids": delivery.stored.iter().map(|m| m.id).collect::<Vec<_>>(),
+        });
+        if let Some(last) = delivery.stored.last() {
+            structured["time"] = Value::String(iso(&last.time));
+        }
+        Ok(ToolOutput::new(text, structured))
+    }
+
+    fn read_messages(&self, p: ReadParams, caller: &Caller) -> Result<ToolOutput, ToolError> {
+        let me = self.me(p.nick.as_deref(), caller)?;
+        let limit = bounded("limit", p.limit, READ_DEFAULT, READ_MAX)?;
+        let Some(raw) = p.channel.as_deref() else {
+            if p.since.is_some() {
+                return Err(ToolError::new(
+                    "since needs a channel; your inbox holds what you have not read",
+                ));
+            }
+            let me = self.require_me(p.nick.as_deref(), caller, "read_messages without a channel")?;
+            return self.read_inbox(&me, limit, false);
+        };
+        let channel = self.channel(raw)?;
+        let since = p.since.as_deref().map(format::parse_since).transpose()?;
+        // Loaded before reading: a commit after this makes the entry stale.
+        let commits = self.history.commits();
+        let same = |c: &CachedRead| c.commits == commits && c.since == since && c.limit == limit;
+        let cached = self
+            .reads()
+            .get(channel.name())
+            .filter(|c| same(c))
+            .map(|c| (c.output.clone(), c.newest));
+        let (output, newest) = match cached {
+            Some((Some(hit), newest)) => (hit, newest),
+            cached => {
+                let repeated = cached.is_some();
+                let messages = self
+                    .history
+                    .read(channel.key(), since, limit)
+                    .map_err(fail)?;
+                let newest = messages
+                    .iter()
+                    .map(|m| (m.channel_id, m.seq))
+                    .max_by_key(|(_, seq)| *seq);
+                let output = messages_output(&channel, &messages, since, false);
+                let mut reads = self.reads();
+                if reads.len() >= CACHED_READS {
+                    reads.retain(|_, c| c.commits == commits);
+                }
+                let entry = CachedRead {
+                    commits,
+                    since,
+                    limit,
+                    newest,
+                    output: repeated.then(|| output.clone()),
+                };
+                reads.insert(channel.name().to_owned(), entry);
+                (output, newest)
+            }
+        };
+        if let Some(me) = me {
+            match newest {
+                Some((channel_id, seq)) => self.read_up_to(&me, channel_id, seq)?,
+                None => {
+                    if let Some(id) = self.channel_id(&channel)? {
+                        self.history
+                            .mark(me.key(), id, None, Some(true))
+                            .map_err(fail)?;
+                    }
+                }
+            }
+        }
+        Ok(output)
+    }
+
+    /// Reads `me`'s inbox and marks what it returns read.
+    fn read_inbox(&self, me: &Nick, limit: usize, timed_out: bool) -> Result<ToolOutput, ToolError> {
+        let map = self.backend.rules().casemapping;
+        let items = self.inbox.peek(me, map, limit).map_err(fail)?;
+        self.inbox.mark_read(me, &items).map_err(fail)?;
+        Ok(inbox_output(me.name(), &items, timed_out))
+    }
+
+    fn reads(&self) -> std::sync::MutexGuard<'_, HashMap<String, CachedRead>> {
+        self.reads.lock().expect("read cache lock")
+    }
+
+    async fn create_channel(&self, p: NameParams) -> Result<ToolOutput, ToolError> {
+        let channel = self.channel(&p.name)?;
+        let created = self.backend.create_channel(&channel).await.map_err(fail)?;
+        let text = if created {
+            format!("Created {channel}")
+        } else {
+            format!("{channel} already exists")
+        };
+        Ok(ToolOutput::new(
+            text,
+            json!({"channel": channel.name(), "created": created}),
+        ))
+    }
+
+    async fn list_channels(&self, p: ListParams, caller: &Caller) -> Result<ToolOutput, ToolError> {
+        let me = self.me(p.nick.as_deref(), caller)?;
+        let rules = self.backend.rules();
+        let names = self.backend.channels().await.map_err(fail)?;
+        if names.is_empty() {
+            return Ok(ToolOutput::new(
+                "No channels yet; send_message or create_channel makes one.",
+                json!({"channels": names, "details": []}),
+            ));
+        }
+        let ids: HashMap<String, i64> = self
+            .history
+            .channel_rows()
+            .map_err(fail)?
+            .into_iter()
+            .map(|row| (row.key, row.id))
+            .collect();
+        let counts = match &me {
+            Some(me) => self.inbox.counts(me, rules.casemapping).map_err(fail)?,
+            None => HashMap::new(),
+        };
+        let mut lines = Vec::with_capacity(names.len());
+        let mut details = Vec::with_capacity(names.len());
+        for name in &names {
+            let Ok(channel) = rules.channel(name) else {
+                continue;
+            };
+            let members = self.backend.members(&channel).await.map(|m| m.len()).unwrap_or(0);
+            let count = ids
+                .get(channel.key())
+                .and_then(|id| counts.get(id))
+                .copied()
+                .unwrap_or_default();
+            let plural = |n: i64, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });
+            let mut line = format!("{name} ({}", plural(members as i64, "member"));
+            if me.is_some() {
+                if count.joined {
+                    line.push_str(&format!(", {} unread", count.unread));
+                }
+                if count.mentions > 0 {
+                    line.push_str(&format!(", {}", plural(count.mentions, "mention")));
+                }
+                if count.joined {
+                    line.push_str(", joined");
+                }
+            }
+            line.push(')');
+            lines.push(line);
+            details.push(json!({
+                "channel": name,
+                "members": members,
+                "joined": count.joined,
+                "unread": count.unread,
+                "mentions": count.mentions,
+            }));
+        }
+        Ok(ToolOutput::new(
+            bullets(&lines),
+            json!({"channels": names, "details": details}),
+        ))
+    }
+
+    async fn get_members(&self, p: ChannelParams) -> Result<ToolOutput, ToolError> {
+        let channel = self.channel(&p.channel)?;
+        let members = self.backend.members(&channel).await.map_err(fail)?;
+        let text = if members.is_empty() {
+            format!("No members in {channel}.")
+        } else {
+            bullets(&members)
+        };
+        Ok(ToolOutput::new(
+            text,
+            json!({"channel": channel.name(), "members": members}),
+        ))
+    }
+
+    async fn wait_for_messages(&self, p: WaitParams, caller: &Caller) -> Result<ToolOutput, ToolError> {
+        let timeout = p.timeout_s.unwrap_or(WAIT_DEFAULT_S);
+        if !(0.0..=WAIT_MAX_S).contains(&timeout) {
+            return Err(ToolError::new(format!(
+                "timeout_s must be between 0 and {WAIT_MAX_S} seconds (got {timeout})"
+            )));
+        }
+        let timeout = Duration::from_secs_f64(timeout);
+        let Some(raw) = p.channel.as_deref() else {
+            if p.since.is_some() {
+                return Err(ToolError::new(
+                    "since needs a channel; your inbox holds what you have not read",
+                ));
+            }
+            let me = self.require_me(p.nick.as_deref(), caller, "wait_for_messages without a channel")?;
+            return self.wait_inbox(&me, timeout, caller).await;
+        };
+        let me = self.me(p.nick.as_deref(), caller)?;
+        let channel = self.channel(raw)?;
+        let since = match p.since.as_deref() {
+            Some(raw) => format::parse_since(raw)?,
+            None => Utc::now(),
+        };
+        let messages = self
+            .history
+            .wait_newer(channel.key(), since, READ_DEFAULT as usize, timeout)
+            .await
+            .map_err(fail)?;
+        if let (Some(me), Some(newest)) = (&me, messages.iter().max_by_key(|m| m.seq)) {
+            self.read_up_to(me, newest.channel_id, newest.seq)?;
+        }
+        let timed_out = messages.is_empty();
+        let mut output = messages_output(&channel, &messages, Some(since), timed_out);
+        if timed_out {
+            output.text = format!(
+                "No new messages in {channel} after {} s (since {}).",
+                timeout.as_secs_f64(),
+                iso(&since)
+            );
+        }
+        Ok(output)
+    }
+
+    /// Blocks until `me`'s inbox has something (or `timeout`), then reads it.
+    async fn wait_inbox(&self, me: &Nick, timeout: Duration, caller: &Caller) -> Result<ToolOutput, ToolError> {
+        let map = self.backend.rules().casemapping;
+        let deadline = tokio::time::Instant::now() + timeout;
+        // Subscribed before looking, so nothing committed in between is missed.
+        let mut feed = self.history.feed();
+        loop {
+            if !self.inbox.peek(me, map, 1).map_err(fail)?.is_empty() {
+                return self.read_inbox(me, READ_DEFAULT as usize, false);
+            }
+            let woken = async {
+                loop {
+                    match feed.recv().await {
+                        Ok(batch) => {
+                            if batch.iter().any(|m| self.inbox.concerns(me, map, m)) {
+                                return true;
+                            }
+                        }
+                        // Fell behind: look again rather than guess.
+                        Err(broadcast::error::RecvError::Lagged(_)) => return true,
+                        Err(broadcast::error::RecvError::Closed) => return false,
+                    }
+                }
+            };
+            let closed = async {
+                match &caller.session {
+                    Some(session) => session.closed().await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                woke = woken => if !woke {
+                    return Err(ToolError::new("the history is shut down; the server is stopping"));
+                },
+                () = tokio::time::sleep_until(deadline) => {
+                    let mut output = inbox_output(me.name(), &[], true);
+                    output.text = format!(
+                        "No new messages for {} after {} s.",
+                        me.name(),
+                        timeout.as_secs_f64()
+                    );
+                    return Ok(output);
+                }
+                () = self.history_closing() => {
+                    return Err(ToolError::new("the history is shut down; the server is stopping"));
+                }
+                () = closed => return Err(ToolError::new("the session ended")),
+            }
+        }
+    }
+
+    /// Completes when the history releases its waiters (shutdown).
+    async fn history_closing(&self) {
+        self.history.closing().await;
+    }
+
+    async fn search_messages(&self, p: SearchParams) -> Result<ToolOutput, ToolError> {
+        let channel = p.channel.as_deref().map(|c| self.channel(c)).transpose()?;
+        let limit = bounded("limit", p.limit, SEARCH_DEFAULT, SEARCH_MAX)?;
+        let fts = fts_query(&p.query).ok_or_else(|| {
+            ToolError::new("query has no words to search for; give one or more words")
+        })?;
+        let messages = self
+            .history
+            .search(fts, channel.as_ref().map(|c| c.key().to_owned()), limit)
+            .await
+            .map_err(fail)?;
+        let text = if messages.is_empty() {
+            format!("No messages match {:?}.", p.query)
+        } else {
+            messages
+                .iter()
+                .map(search_line)
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        Ok(ToolOutput::new(
+            text,
+            json!({"query": p.query, "messages": messages}),
+        ))
+    }
+
+    async fn join_channel(&self, p: JoinParams, caller: &Caller) -> Result<ToolOutput, ToolError> {
+        let me = self.require_me(p.nick.as_deref(), caller, "join_channel")?;
+        let channel = self.channel(&p.channel)?;
+        let Some(channel_id) = self.channel_id(&channel)? else {
+            return Err(ToolError::new(format!(
+                "there is no channel {channel}; create_channel or send_message makes one"
+            )));
+        };
+        let joined = self
+            .history
+            .cursor(me.key(), channel_id)
+            .is_some_and(|c| c.joined);
+        if p.leave && !joined {
+            return Err(ToolError::new(format!("{me} is not in {channel}")));
+        }
+        self.backend
+            .set_presence(&channel, &me, !p.leave)
+            .await
+            .map_err(fail)?;
+        self.history
+            .mark(me.key(), channel_id, None, Some(!p.leave))
+            .map_err(fail)?;
+        let text = match (p.leave, joined) {
+            (true, _) => format!("{me} left {channel}"),
+            (false, true) => format!("{me} is already in {channel}"),
+            (false, false) => format!("{me} joined {channel}"),
+        };
+        Ok(ToolOutput::new(
+            text,
+            json!({"channel": channel.name(), "nick": me.name(), "joined": !p.leave}),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{LocalHub, history::Location};
+
+    fn args(v: Value) -> JsonObject {
+        v.as_object().cloned().unwrap()
+    }
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+
+    fn tools(history: &History) -> ChatTools {
+        ChatTools::new(
+            Arc::new(LocalHub::new(history.clone())),
+            history.clone(),
+            ChatSettings::default(),
+        )
+    }
+
+    #[test]
+    fn repeated_reads_see_every_acknowledged_send() {
+        let rt = runtime();
+        let history = History::open(&Location::Memory, Default::default()).unwrap();
+        let tools = tools(&history);
+        let caller = Caller::new("test");
+        rt.block_on(async {
+            for i in 0..3 {
+                let text = format!("m{i}");
+                let send = args(json!({"channel": "#c", "text": text, "sender": "bob"}));
+                tools.call("send_message", send, &caller).await.unwrap();
+                for _ in 0..2 {
+                    let read = args(json!({"channel": "#c", "limit": 1}));
+                    let out = tools.call("read_messages", read, &caller).await.unwrap();
+                    assert!(out.text.ends_with(&format!("<bob> m{i}")), "{}", out.text);
+                }
+            }
+            let other_limit = args(json!({"channel": "#c", "limit": 2}));
+            let out = tools
+                .call("read_messages", other_limit, &caller)
+                .await
+                .unwrap();
+            assert_eq!(out.structured["messages"].as_array().unwrap().len(), 2);
+        });
+        history.close();
+    }
+}
