@@ -115,6 +115,23 @@ impl Inbox {
         Ok(())
     }
 
+    /// Puts `me` in the channel. A new cursor starts at the channel's newest
+    /// message, or just before `me`'s oldest unread mention there, so that
+    /// joining never marks a mention read.
+    pub fn join(&self, me: &Nick, map: CaseMapping, channel_id: i64) -> Result<(), HistoryError> {
+        let start = match self.history.cursor(me.key(), channel_id) {
+            Some(_) => None,
+            None => self
+                .unread_mentions(me, map)?
+                .iter()
+                .filter(|m| m.channel_id == channel_id)
+                .map(|m| m.seq - 1)
+                .min(),
+        };
+        self.history.mark(me.key(), channel_id, start, Some(true))?;
+        Ok(())
+    }
+
     /// Unread and mention counts of `me`, by channel id.
     pub fn counts(&self, me: &Nick, map: CaseMapping) -> Result<HashMap<i64, Counts>, HistoryError> {
         let mut counts: HashMap<i64, Counts> = HashMap::new();

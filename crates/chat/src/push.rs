@@ -256,11 +256,13 @@ async fn dispatch(pusher: Weak<Pusher>, mut feed: broadcast::Receiver<Arc<[Messa
     }
 }
 
-/// Per channel, the kinds of the last messages and whether pushes pause.
+/// Per channel, the last turns (consecutive messages of one nick, such as
+/// the lines of one multi-line send) and whether pushes pause.
 struct LoopGuard {
     limit: usize,
     window: Duration,
-    recent: HashMap<i64, VecDeque<Instant>>,
+    /// Who took each recent turn, and when it started, by channel id.
+    recent: HashMap<i64, VecDeque<(String, Instant)>>,
     paused: HashMap<i64, bool>,
 }
 
@@ -281,6 +283,9 @@ impl LoopGuard {
         }
     }
 
+    /// Pauses a channel once its last `limit` turns all came from agents
+    /// within `window`: agents answering each other, with no person in the
+    /// loop.
     fn observe(&mut self, message: &Message) -> Guard {
         if self.limit == 0 {
             return Guard::Open;
@@ -297,14 +302,17 @@ impl LoopGuard {
         }
         let now = Instant::now();
         let recent = self.recent.entry(channel).or_default();
-        recent.push_back(now);
+        if recent.back().is_some_and(|(nick, _)| *nick == message.nick_key) {
+            return Guard::Open;
+        }
+        recent.push_back((message.nick_key.clone(), now));
         while recent.len() > self.limit {
             recent.pop_front();
         }
         let looping = recent.len() == self.limit
             && recent
                 .front()
-                .is_some_and(|first| now.duration_since(*first) <= self.window);
+                .is_some_and(|(_, first)| now.duration_since(*first) <= self.window);
         if looping {
             self.paused.insert(channel, true);
             Guard::JustPaused
@@ -572,10 +580,14 @@ mod tests {
         }
     }
 
+    /// Agents taking turns: `bot0`, `bot1`, `bot0`, …
+    fn agent(id: i64) -> Message {
+        message(id, SenderKind::Agent, &format!("bot{}", id % 2), "hi")
+    }
+
     #[test]
     fn the_guard_pauses_after_a_run_of_agents_until_a_human_speaks() {
         let mut guard = LoopGuard::new(3, Duration::from_secs(60));
-        let agent = |id| message(id, SenderKind::Agent, "bot", "hi");
         assert!(matches!(guard.observe(&agent(1)), Guard::Open));
         assert!(matches!(guard.observe(&agent(2)), Guard::Open));
         assert!(matches!(guard.observe(&agent(3)), Guard::JustPaused));
@@ -588,9 +600,17 @@ mod tests {
     }
 
     #[test]
+    fn one_agent_speaking_at_length_is_not_a_loop() {
+        let mut guard = LoopGuard::new(3, Duration::from_secs(60));
+        for id in 0..50 {
+            let line = message(id, SenderKind::Agent, "bot", "line");
+            assert!(matches!(guard.observe(&line), Guard::Open));
+        }
+    }
+
+    #[test]
     fn a_human_in_the_run_resets_it() {
         let mut guard = LoopGuard::new(3, Duration::from_secs(60));
-        let agent = |id| message(id, SenderKind::Agent, "bot", "hi");
         guard.observe(&agent(1));
         guard.observe(&agent(2));
         guard.observe(&message(3, SenderKind::Human, "ann", "hm"));

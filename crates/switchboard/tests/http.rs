@@ -19,7 +19,7 @@ async fn streamable_http_serves_old_and_newest_revisions() {
     ] {
         let client = http_client(&server.url("/mcp"), version.clone()).await;
         assert_eq!(client.peer_info().unwrap().protocol_version, version);
-        assert_eq!(client.list_all_tools().await.unwrap().len(), 7);
+        assert_eq!(client.list_all_tools().await.unwrap().len(), 8);
         let sent = send(
             &client,
             "http",
@@ -214,5 +214,5 @@ async fn insecure_no_auth_allows_a_tokenless_non_loopback_bind() {
         ProtocolVersion::V_2025_11_25,
     )
     .await;
-    assert_eq!(client.list_all_tools().await.unwrap().len(), 7);
+    assert_eq!(client.list_all_tools().await.unwrap().len(), 8);
 }

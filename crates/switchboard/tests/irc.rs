@@ -179,7 +179,7 @@ async fn agents_and_humans_hear_each_other(kind: ServerKind) {
         );
     }
     let channels = call(&bridge.client, "list_channels", json!({})).await;
-    assert_eq!(text(&channels), "- #agents");
+    assert_eq!(text(&channels), "- #agents (3 members, 0 unread, joined)");
     let found = call(&bridge.client, "search_messages", json!({"query": "carol"})).await;
     assert_eq!(texts(&found), ["hi alice, carol here"]);
 }

@@ -367,8 +367,8 @@ impl ChatTools {
         if let Some(id) = channel_id
             && !self.history.cursor(sender.key(), id).is_some_and(|c| c.joined)
         {
-            self.history
-                .mark(sender.key(), id, None, Some(true))
+            self.inbox
+                .join(&sender, rules.casemapping, id)
                 .map_err(fail)?;
         }
         let text = format!("Sent to {channel} as {}", delivery.sent_as);
@@ -440,9 +440,8 @@ impl ChatTools {
                 Some((channel_id, seq)) => self.read_up_to(&me, channel_id, seq)?,
                 None => {
                     if let Some(id) = self.channel_id(&channel)? {
-                        self.history
-                            .mark(me.key(), id, None, Some(true))
-                            .map_err(fail)?;
+                        let map = self.backend.rules().casemapping;
+                        self.inbox.join(&me, map, id).map_err(fail)?;
                     }
                 }
             }
@@ -696,9 +695,14 @@ impl ChatTools {
             .set_presence(&channel, &me, !p.leave)
             .await
             .map_err(fail)?;
-        self.history
-            .mark(me.key(), channel_id, None, Some(!p.leave))
-            .map_err(fail)?;
+        if p.leave {
+            self.history
+                .mark(me.key(), channel_id, None, Some(false))
+                .map_err(fail)?;
+        } else {
+            let map = self.backend.rules().casemapping;
+            self.inbox.join(&me, map, channel_id).map_err(fail)?;
+        }
         let text = match (p.leave, joined) {
             (true, _) => format!("{me} left {channel}"),
             (false, true) => format!("{me} is already in {channel}"),

@@ -480,3 +480,190 @@ impl Daemon {
             .expect("wait for the daemon")
     }
 }
+
+// --- a raw JSON-RPC client over a child's stdio, that records notifications ---
+
+/// A notification as received, with when.
+pub type Received = (std::time::Instant, Value);
+
+/// A JSON-RPC client written from the spec, over a child process's stdin
+/// and stdout: it sends requests and notifications of its own making and
+/// records every notification the server sends, with its arrival time.
+pub struct RawClient {
+    child: Child,
+    stdin: tokio::sync::Mutex<tokio::process::ChildStdin>,
+    pending: Arc<Mutex<std::collections::HashMap<i64, tokio::sync::oneshot::Sender<Value>>>>,
+    notes: Arc<Mutex<Vec<Received>>>,
+    arrived: Arc<tokio::sync::Notify>,
+    next_id: std::sync::atomic::AtomicI64,
+    pub stderr: Arc<Mutex<String>>,
+}
+
+impl RawClient {
+    /// Spawns `cmd` with its stdio piped to this client.
+    pub fn spawn(mut cmd: Command) -> Self {
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn the server");
+        let pending: Arc<Mutex<std::collections::HashMap<i64, tokio::sync::oneshot::Sender<Value>>>> =
+            Arc::default();
+        let notes: Arc<Mutex<Vec<Received>>> = Arc::default();
+        let arrived = Arc::new(tokio::sync::Notify::new());
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let mut out = BufReader::new(child.stdout.take().unwrap()).lines();
+        {
+            let (pending, notes, arrived) = (pending.clone(), notes.clone(), arrived.clone());
+            tokio::spawn(async move {
+                while let Ok(Some(line)) = out.next_line().await {
+                    let message: Value = serde_json::from_str(&line)
+                        .unwrap_or_else(|e| panic!("stdout carried a non-JSON line ({e}): {line}"));
+                    match message.get("id").and_then(Value::as_i64) {
+                        Some(id) if message.get("method").is_none() => {
+                            if let Some(tx) = pending.lock().unwrap().remove(&id) {
+                                let _ = tx.send(message);
+                            }
+                        }
+                        _ => {
+                            notes.lock().unwrap().push((std::time::Instant::now(), message));
+                            arrived.notify_waiters();
+                        }
+                    }
+                }
+            });
+        }
+        let mut err = BufReader::new(child.stderr.take().unwrap()).lines();
+        {
+            let sink = stderr.clone();
+            tokio::spawn(async move {
+                while let Ok(Some(line)) = err.next_line().await {
+                    let mut log = sink.lock().unwrap();
+                    log.push_str(&line);
+                    log.push('\n');
+                }
+            });
+        }
+        let stdin = tokio::sync::Mutex::new(child.stdin.take().unwrap());
+        Self {
+            child,
+            stdin,
+            pending,
+            notes,
+            arrived,
+            next_id: std::sync::atomic::AtomicI64::new(1),
+            stderr,
+        }
+    }
+
+    pub async fn send_line(&self, line: &str) {
+        use tokio::io::AsyncWriteExt;
+        let mut stdin = self.stdin.lock().await;
+        stdin.write_all(line.as_bytes()).await.expect("write to the server");
+        stdin.write_all(b"\n").await.expect("write to the server");
+        stdin.flush().await.expect("flush to the server");
+    }
+
+    /// Sends a request and waits (up to 70 s) for its response.
+    pub async fn request(&self, method: &str, params: Value) -> Value {
+        let id = self.next_id.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.pending.lock().unwrap().insert(id, tx);
+        let line = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        self.send_line(&line.to_string()).await;
+        tokio::time::timeout(Duration::from_secs(70), rx)
+            .await
+            .unwrap_or_else(|_| panic!("no response to {method}; stderr:\n{}", self.stderr()))
+            .expect("the server answered")
+    }
+
+    pub async fn notify(&self, method: &str, params: Value) {
+        let line = serde_json::json!({"jsonrpc": "2.0", "method": method, "params": params});
+        self.send_line(&line.to_string()).await;
+    }
+
+    /// `initialize` (2025-06-18, as Claude Code speaks to channels) and
+    /// `notifications/initialized`; returns the result.
+    pub async fn initialize(&self) -> Value {
+        let reply = self
+            .request(
+                "initialize",
+                serde_json::json!({
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {"experimental": {"claude/channel": {}}},
+                    "clientInfo": {"name": "raw-test-client", "version": "0"}
+                }),
+            )
+            .await;
+        self.notify("notifications/initialized", serde_json::json!({})).await;
+        reply["result"].clone()
+    }
+
+    /// Calls `tool`; returns the result (which may be a tool error).
+    pub async fn call(&self, tool: &str, arguments: Value) -> Value {
+        let reply = self
+            .request(
+                "tools/call",
+                serde_json::json!({"name": tool, "arguments": arguments}),
+            )
+            .await;
+        assert!(reply.get("error").is_none(), "{tool}: {reply}");
+        reply["result"].clone()
+    }
+
+    /// Every notification with `method` so far.
+    pub fn notifications(&self, method: &str) -> Vec<Received> {
+        self.notes
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(_, n)| n["method"] == method)
+            .cloned()
+            .collect()
+    }
+
+    /// Waits up to `within` until `count` notifications with `method` have
+    /// arrived; returns them all (possibly fewer on timeout).
+    pub async fn wait_for(&self, method: &str, count: usize, within: Duration) -> Vec<Received> {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            let arrived = self.arrived.notified();
+            let got = self.notifications(method);
+            if got.len() >= count {
+                return got;
+            }
+            if tokio::time::timeout_at(deadline, arrived).await.is_err() {
+                return self.notifications(method);
+            }
+        }
+    }
+
+    pub fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id().expect("running")
+    }
+
+    /// Closes stdin and waits (bounded) for the child to exit.
+    pub async fn close(mut self) -> ExitStatus {
+        drop(self.stdin);
+        tokio::time::timeout(Duration::from_secs(15), self.child.wait())
+            .await
+            .expect("the server exits when stdin closes")
+            .expect("wait for the server")
+    }
+}
+
+/// The text of a tool result object.
+pub fn result_text(result: &Value) -> String {
+    result["content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["text"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
