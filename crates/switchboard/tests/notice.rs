@@ -93,3 +93,536 @@ async fn a_stdio_session_is_pushed_mentions_from_another_agent() {
     assert_eq!(result_text(&again), "Nothing unread for bob.");
     bob.close().await;
 }
+
+/// A config file in `dir` with `text`; returns its path.
+fn config(dir: &Path, text: &str) -> String {
+    let path = dir.join("switchboard.toml");
+    std::fs::write(&path, text).unwrap();
+    path.to_str().unwrap().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn all_mode_pushes_joined_channels_and_coalesces_bursts() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = config(dir.path(), "[chat.push]\nmode = \"all\"\n");
+    let (bob, url) = stdio_with_http(&["--nick", "bob", "--config", &file]).await;
+    bob.initialize().await;
+    let alice = http_client(&url, ProtocolVersion::V_2025_11_25).await;
+    send(&alice, "#ops", "alice", "deploy at noon").await;
+    let joined = bob.call("join_channel", json!({"channel": "#ops"})).await;
+    assert_eq!(result_text(&joined), "bob joined #ops");
+
+    // Five lines in one burst: the first at once, the rest together.
+    send(&alice, "#ops", "alice", "one\ntwo\nthree\nfour\nfive").await;
+    let pushed = bob.wait_for(CHANNEL, 2, Duration::from_secs(5)).await;
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let pushed: Vec<Value> = bob.notifications(CHANNEL).into_iter().map(|(_, n)| n).collect();
+    assert_eq!(pushed.len(), 2, "{pushed:#?}");
+    assert_eq!(pushed[0]["params"]["content"], "one");
+    assert_eq!(
+        pushed[1]["params"]["content"],
+        "<alice> two\n<alice> three\n<alice> four\n<alice> five"
+    );
+    assert_eq!(meta(&pushed[1])["count"], "4");
+    assert_eq!(meta(&pushed[1])["mention"], "false");
+
+    // Leaving stops the pushes of that channel.
+    let left = bob.call("join_channel", json!({"channel": "#ops", "leave": true})).await;
+    assert_eq!(result_text(&left), "bob left #ops");
+    send(&alice, "#ops", "alice", "anyone?").await;
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(bob.notifications(CHANNEL).len(), 2);
+    bob.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_over_the_rate_gets_a_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = config(
+        dir.path(),
+        "[chat.push]\nmode = \"all\"\nper_minute = 12\ncoalesce_ms = 0\n",
+    );
+    let (bob, url) = stdio_with_http(&["--nick", "bob", "--config", &file]).await;
+    bob.initialize().await;
+    bob.call("send_message", json!({"channel": "#busy", "text": "here"})).await;
+    let alice = http_client(&url, ProtocolVersion::V_2025_11_25).await;
+    for i in 0..20 {
+        send(&alice, "#busy", "alice", &format!("news {i}")).await;
+    }
+    // Twelve events use the minute's budget; the rest wait for a summary,
+    // which goes out when the rate allows one more (5 s at 12 a minute).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    let pushed = loop {
+        let pushed = bob.notifications(CHANNEL);
+        if pushed.last().is_some_and(|(_, n)| meta(n).get("summary").is_some()) {
+            break pushed;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no summary: {pushed:#?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(pushed.len(), 13, "{pushed:#?}");
+    let summary = &pushed[12].1;
+    assert_eq!(meta(summary)["summary"], "true");
+    let content = summary["params"]["content"].as_str().unwrap();
+    assert!(content.contains("more in #busy"), "{content}");
+    let events: usize = pushed[..12]
+        .iter()
+        .map(|(_, n)| n["params"]["content"].as_str().unwrap().lines().count())
+        .sum();
+    let summarised: usize = meta(summary)["count"].as_str().unwrap().parse().unwrap();
+    assert_eq!(events + summarised, 20, "{pushed:#?}");
+    // Nothing was lost: all twenty are unread.
+    let inbox = bob.call("read_messages", json!({})).await;
+    assert_eq!(result_text(&inbox).lines().count(), 20);
+    bob.close().await;
+}
+
+// --- the daemon and its shims ------------------------------------------------
+
+/// `switchboard shim --socket <socket> --nick <nick>`, driven by a raw
+/// client and initialized.
+async fn shim(socket: &Path, runtime: &Path, nick: &str) -> RawClient {
+    let cmd = switchboard(
+        &["shim", "--socket", socket.to_str().unwrap(), "--nick", nick],
+        runtime,
+    );
+    let client = RawClient::spawn(cmd);
+    client.initialize().await;
+    client
+}
+
+/// `switchboard say`: a person at a terminal.
+async fn say(socket: &Path, runtime: &Path, channel: &str, nick: &str, text: &str) {
+    let output = switchboard(
+        &["say", channel, text, "--as", nick, "--socket", socket.to_str().unwrap()],
+        runtime,
+    )
+    .output()
+    .await
+    .unwrap();
+    assert!(
+        output.status.success(),
+        "say failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// The texts of a channel, oldest first, as the daemon stores them.
+async fn channel_texts(client: &RawClient, channel: &str) -> Vec<String> {
+    let read = client
+        .call("read_messages", json!({"channel": channel, "limit": 500}))
+        .await;
+    let mut texts: Vec<String> = read["structuredContent"]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["text"].as_str().unwrap().to_owned())
+        .collect();
+    texts.reverse();
+    texts
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shims_on_the_daemon_are_pushed_mentions_and_keep_them_unread() {
+    let runtime = runtime_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("relay.sock");
+    let daemon = Daemon::start(&socket, runtime.path(), &[]).await;
+    let alice = shim(&socket, runtime.path(), "alice").await;
+    let bob = RawClient::spawn(switchboard(
+        &["shim", "--socket", socket.to_str().unwrap(), "--nick", "bob"],
+        runtime.path(),
+    ));
+    let init = bob.initialize().await;
+    assert_eq!(init["capabilities"]["experimental"]["claude/channel"], json!({}));
+    assert!(
+        init["instructions"].as_str().unwrap().contains("You are bob"),
+        "{init}"
+    );
+
+    let sent = alice
+        .call("send_message", json!({"channel": "#dev", "text": "bob: the build is red"}))
+        .await;
+    assert_eq!(result_text(&sent), "Sent to #dev as alice");
+    let pushed = bob.wait_for(CHANNEL, 1, Duration::from_secs(5)).await;
+    assert_eq!(pushed.len(), 1, "daemon log:\n{}", daemon.log());
+    assert_eq!(pushed[0].1["params"]["content"], "bob: the build is red");
+    assert_eq!(meta(&pushed[0].1)["sender"], "alice");
+    // alice hears nothing of her own.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(alice.notifications(CHANNEL).is_empty());
+
+    // A human mention, from a terminal.
+    say(&socket, runtime.path(), "#dev", "carol", "@Bob lunch?").await;
+    let pushed = bob.wait_for(CHANNEL, 2, Duration::from_secs(5)).await;
+    assert_eq!(pushed.len(), 2);
+    assert_eq!(meta(&pushed[1].1)["sender_kind"], "human");
+
+    let channels = bob.call("list_channels", json!({})).await;
+    assert_eq!(result_text(&channels), "- #dev (2 members, 2 mentions)");
+    let inbox = bob.call("read_messages", json!({})).await;
+    let lines: Vec<&str> = result_text(&inbox).leak().lines().collect();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert!(lines[0].ends_with("<alice> bob: the build is red"));
+    assert!(lines[1].ends_with("<carol> @Bob lunch?"));
+    let channels = bob.call("list_channels", json!({})).await;
+    assert_eq!(result_text(&channels), "- #dev (2 members)");
+    bob.close().await;
+    alice.close().await;
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cursors_survive_a_daemon_restart() {
+    let runtime = runtime_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("relay.sock");
+    let data = dir.path().join("data");
+    let data_arg = data.to_str().unwrap();
+    let daemon = Daemon::start(&socket, runtime.path(), &["--data-dir", data_arg]).await;
+    let alice = shim(&socket, runtime.path(), "alice").await;
+    let bob = shim(&socket, runtime.path(), "bob").await;
+    alice
+        .call("send_message", json!({"channel": "#c", "text": "before anyone"}))
+        .await;
+    let joined = bob.call("join_channel", json!({"channel": "c"})).await;
+    assert_eq!(result_text(&joined), "bob joined #c");
+    alice
+        .call("send_message", json!({"channel": "#c", "text": "one\ntwo"}))
+        .await;
+    let channels = bob.call("list_channels", json!({})).await;
+    assert_eq!(result_text(&channels), "- #c (2 members, 2 unread, joined)");
+    daemon.stop().await;
+
+    let daemon = Daemon::start(&socket, runtime.path(), &["--data-dir", data_arg]).await;
+    let channels = bob.call("list_channels", json!({})).await;
+    assert_eq!(result_text(&channels), "- #c (2 members, 2 unread, joined)");
+    let inbox = bob.call("read_messages", json!({})).await;
+    let lines: Vec<&str> = result_text(&inbox).leak().lines().collect();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert!(lines[0].starts_with("#c [") && lines[0].ends_with("<alice> one"));
+    assert!(lines[1].ends_with("<alice> two"));
+    // The read is written through in the background; a clean stop commits it.
+    daemon.stop().await;
+
+    let daemon = Daemon::start(&socket, runtime.path(), &["--data-dir", data_arg]).await;
+    let channels = bob.call("list_channels", json!({})).await;
+    assert_eq!(result_text(&channels), "- #c (2 members, 0 unread, joined)");
+    assert_eq!(
+        result_text(&bob.call("read_messages", json!({})).await),
+        "Nothing unread for bob."
+    );
+    bob.close().await;
+    alice.close().await;
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_loop_guard_stops_two_agents_answering_each_other_until_a_human_speaks() {
+    let runtime = runtime_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("relay.sock");
+    let file = config(dir.path(), "[chat.push]\nloop_messages = 6\n");
+    let daemon = Daemon::start(&socket, runtime.path(), &["--config", &file]).await;
+    let agents = [
+        shim(&socket, runtime.path(), "a1").await,
+        shim(&socket, runtime.path(), "a2").await,
+    ];
+    let names = ["a1", "a2"];
+    agents[0]
+        .call("send_message", json!({"channel": "#loop", "text": "@a2 ping 0"}))
+        .await;
+    // Each agent answers every push it gets, as an eager model would.
+    let mut handled = [0usize; 2];
+    let mut turns = 1;
+    loop {
+        let mut answered = false;
+        for who in 0..2 {
+            let got = agents[who].notifications(CHANNEL).len();
+            if got > handled[who] {
+                handled[who] = got;
+                turns += 1;
+                let text = format!("@{} pong {turns}", names[1 - who]);
+                agents[who]
+                    .call("send_message", json!({"channel": "#loop", "text": text}))
+                    .await;
+                answered = true;
+            }
+        }
+        if !answered {
+            // Quiet for a second: the loop has stopped.
+            let before = agents[0].notifications(CHANNEL).len() + agents[1].notifications(CHANNEL).len();
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let after = agents[0].notifications(CHANNEL).len() + agents[1].notifications(CHANNEL).len();
+            if before == after && handled.iter().sum::<usize>() == after {
+                break;
+            }
+        }
+        assert!(turns < 40, "the agents were never stopped");
+    }
+    // Six agent turns in a row pause the channel: the sixth is not pushed.
+    assert_eq!(turns, 6, "daemon log:\n{}", daemon.log());
+    assert_eq!(handled.iter().sum::<usize>(), 5);
+    let texts = channel_texts(&agents[0], "#loop").await;
+    let notices: Vec<&String> = texts.iter().filter(|t| t.starts_with("Pausing notifications of #loop")).collect();
+    assert_eq!(notices.len(), 1, "{texts:#?}");
+
+    // A person speaks: pushes resume.
+    say(&socket, runtime.path(), "#loop", "ann", "enough, you two").await;
+    agents[0]
+        .call("send_message", json!({"channel": "#loop", "text": "@a2 sorry, one more"}))
+        .await;
+    let pushed = agents[1].wait_for(CHANNEL, handled[1] + 1, Duration::from_secs(5)).await;
+    assert_eq!(
+        pushed.last().unwrap().1["params"]["content"],
+        "@a2 sorry, one more"
+    );
+    for agent in agents {
+        agent.close().await;
+    }
+    daemon.stop().await;
+}
+
+fn permission_request(id: &str) -> Value {
+    json!({
+        "request_id": id,
+        "tool_name": "Bash",
+        "description": "List the files\nof the repo",
+        "input_preview": "{\"command\":\"ls -la\"}"
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approvals_go_to_a_channel_and_only_people_answer_them() {
+    let runtime = runtime_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("relay.sock");
+    let file = config(
+        dir.path(),
+        "[chat.approvals]\nchannel = \"#approvals\"\napprovers = [\"ann\", \"Zed\"]\n",
+    );
+    let daemon = Daemon::start(&socket, runtime.path(), &["--config", &file]).await;
+    let worker = RawClient::spawn(switchboard(
+        &["shim", "--socket", socket.to_str().unwrap(), "--nick", "worker"],
+        runtime.path(),
+    ));
+    let init = worker.initialize().await;
+    assert_eq!(
+        init["capabilities"]["experimental"]["claude/channel/permission"],
+        json!({}),
+        "{init}"
+    );
+    let other = shim(&socket, runtime.path(), "other").await;
+
+    worker.notify(PERMISSION_REQUEST, permission_request("abcde")).await;
+    let posted = wait_for_text(&other, "#approvals", "Approval abcde").await;
+    assert!(posted.contains("worker wants to run Bash: List the files of the repo"), "{posted}");
+    assert!(posted.contains("{\"command\":\"ls -la\"}"), "{posted}");
+    assert!(posted.contains("yes abcde") && posted.contains("no abcde"), "{posted}");
+
+    // An agent cannot answer, nor a person who is not an approver.
+    other
+        .call("send_message", json!({"channel": "#approvals", "text": "yes abcde"}))
+        .await;
+    wait_for_text(&other, "#approvals", "only a person can answer approvals; abcde is unchanged").await;
+    say(&socket, runtime.path(), "#approvals", "mallory", "yes abcde").await;
+    wait_for_text(&other, "#approvals", "mallory: you are not an approver here").await;
+    assert!(worker.notifications(PERMISSION).is_empty());
+
+    // An approver answers (nicks compare case-insensitively).
+    say(&socket, runtime.path(), "#approvals", "ANN", "Yes ABCDE").await;
+    let verdict = worker.wait_for(PERMISSION, 1, Duration::from_secs(5)).await;
+    assert_eq!(verdict.len(), 1, "daemon log:\n{}", daemon.log());
+    assert_eq!(
+        verdict[0].1["params"],
+        json!({"request_id": "abcde", "behavior": "allow"})
+    );
+    wait_for_text(&other, "#approvals", "abcde allowed by ANN: worker may run Bash.").await;
+
+    // Answered, unknown: a clear reply, nothing sent.
+    say(&socket, runtime.path(), "#approvals", "zed", "no abcde").await;
+    wait_for_text(&other, "#approvals", "abcde was already answered (allow by ANN)").await;
+    say(&socket, runtime.path(), "#approvals", "zed", "no zzzzz").await;
+    wait_for_text(&other, "#approvals", "there is no approval request zzzzz").await;
+
+    // A denial.
+    worker.notify(PERMISSION_REQUEST, permission_request("fghij")).await;
+    wait_for_text(&other, "#approvals", "Approval fghij").await;
+    say(&socket, runtime.path(), "#approvals", "zed", "n fghij").await;
+    let verdict = worker.wait_for(PERMISSION, 2, Duration::from_secs(5)).await;
+    assert_eq!(
+        verdict[1].1["params"],
+        json!({"request_id": "fghij", "behavior": "deny"})
+    );
+
+    // Malformed requests are dropped: nothing is posted.
+    let before = channel_texts(&other, "#approvals").await.len();
+    for bad in [
+        json!({"tool_name": "Bash", "description": "no id"}),
+        json!({"request_id": "x".repeat(100), "tool_name": "Bash", "description": "long id"}),
+        json!({"request_id": "kkkkk", "tool_name": 7, "description": "bad tool"}),
+        json!({"request_id": "kkkkk", "tool_name": "Bash", "description": ["not text"]}),
+    ] {
+        worker.notify(PERMISSION_REQUEST, bad).await;
+    }
+    worker.send_line(r#"{"jsonrpc":"2.0","method":"notifications/claude/channel/permission_request","params":[1,2]}"#).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(channel_texts(&other, "#approvals").await.len(), before);
+    assert_eq!(worker.notifications(PERMISSION).len(), 2);
+    worker.close().await;
+    other.close().await;
+    daemon.stop().await;
+}
+
+/// Waits until a message of `channel` contains `needle`; returns it.
+async fn wait_for_text(client: &RawClient, channel: &str, needle: &str) -> String {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let texts = channel_texts(client, channel).await;
+        if let Some(found) = texts.iter().find(|t| t.contains(needle)) {
+            return found.clone();
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no message containing {needle:?} in {channel}: {texts:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_request_or_a_gone_agent_cannot_be_answered() {
+    let runtime = runtime_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("relay.sock");
+    let file = config(dir.path(), "[chat.approvals]\nchannel = \"#ok\"\ntimeout_s = 1\n");
+    let daemon = Daemon::start(&socket, runtime.path(), &["--config", &file]).await;
+    let worker = shim(&socket, runtime.path(), "worker").await;
+    let watcher = shim(&socket, runtime.path(), "watcher").await;
+    worker.notify(PERMISSION_REQUEST, permission_request("kqrst")).await;
+    wait_for_text(&watcher, "#ok", "Approval kqrst").await;
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    say(&socket, runtime.path(), "#ok", "ann", "yes kqrst").await;
+    wait_for_text(&watcher, "#ok", "ann: kqrst has expired; nothing was sent.").await;
+
+    worker.notify(PERMISSION_REQUEST, permission_request("uvwxy")).await;
+    wait_for_text(&watcher, "#ok", "Approval uvwxy").await;
+    worker.close().await;
+    say(&socket, runtime.path(), "#ok", "ann", "yes uvwxy").await;
+    wait_for_text(&watcher, "#ok", "worker has gone away; uvwxy cannot be answered").await;
+    watcher.close().await;
+    daemon.stop().await;
+}
+
+// --- progress during a long wait ----------------------------------------------
+
+mod progress {
+    use std::sync::{Arc, Mutex};
+
+    use rmcp::{
+        ClientHandler, RoleClient, ServiceExt,
+        model::{
+            CallToolRequestParams, ClientCapabilities, ClientConfig, ClientRequest,
+            Implementation, ProgressNotificationParam, ProtocolVersion, Request, ServerResult,
+        },
+        service::{NotificationContext, PeerRequestOptions, RunningService},
+    };
+
+    /// An rmcp client that records the progress notifications it gets.
+    #[derive(Clone, Default)]
+    pub struct Recorder(pub Arc<Mutex<Vec<ProgressNotificationParam>>>);
+
+    impl ClientHandler for Recorder {
+        fn get_info(&self) -> ClientConfig {
+            ClientConfig::new(
+                ClientCapabilities::default(),
+                Implementation::new("progress-test", "0"),
+            )
+            .with_protocol_version(ProtocolVersion::V_2025_06_18)
+        }
+
+        async fn on_progress(
+            &self,
+            params: ProgressNotificationParam,
+            _: NotificationContext<RoleClient>,
+        ) {
+            self.0.lock().unwrap().push(params);
+        }
+    }
+
+    /// Calls `wait_for_messages` for `seconds` (rmcp gives every request a
+    /// progress token) and returns the progress reported for that call.
+    pub async fn wait_with_progress(
+        client: &RunningService<RoleClient, Recorder>,
+        recorder: &Recorder,
+        seconds: u64,
+    ) -> Vec<ProgressNotificationParam> {
+        let args = serde_json::json!({"channel": "#quiet", "timeout_s": seconds});
+        let params = CallToolRequestParams::new("wait_for_messages")
+            .with_arguments(args.as_object().cloned().unwrap());
+        let handle = client
+            .send_request_with_option(
+                ClientRequest::CallToolRequest(Request::new(params)),
+                PeerRequestOptions::no_options(),
+            )
+            .await
+            .expect("request sent");
+        let token = handle.progress_token.clone();
+        let ServerResult::CallToolResult(result) = handle.await_response().await.unwrap() else {
+            panic!("not a tool result")
+        };
+        assert_eq!(result.structured_content.unwrap()["timed_out"], true);
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        recorder
+            .0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|p| p.progress_token == token)
+            .cloned()
+            .collect()
+    }
+
+    pub async fn serve<T, E, A>(transport: T) -> (RunningService<RoleClient, Recorder>, Recorder)
+    where
+        T: rmcp::transport::IntoTransport<RoleClient, E, A>,
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        let recorder = Recorder::default();
+        let client = recorder.clone().serve(transport).await.expect("connects");
+        (client, recorder)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_wait_reports_progress_over_stdio_http_and_the_shim() {
+    use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+    let server = Server::start(&["--ephemeral"]).await;
+    let over_http = async {
+        let transport = StreamableHttpClientTransport::from_uri(server.url("/mcp"));
+        let (client, recorder) = progress::serve(transport).await;
+        progress::wait_with_progress(&client, &recorder, 12).await
+    };
+    let over_stdio = async {
+        let mut cmd = command(&["--stdio", "--ephemeral"]);
+        cmd.stderr(std::process::Stdio::null());
+        let (client, recorder) = progress::serve(TokioChildProcess::new(cmd).unwrap()).await;
+        progress::wait_with_progress(&client, &recorder, 12).await
+    };
+    let runtime = runtime_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("relay.sock");
+    let daemon = Daemon::start(&socket, runtime.path(), &[]).await;
+    let over_shim = async {
+        let cmd = switchboard(&["shim", "--socket", socket.to_str().unwrap()], runtime.path());
+        let (client, recorder) = progress::serve(TokioChildProcess::new(cmd).unwrap()).await;
+        progress::wait_with_progress(&client, &recorder, 12).await
+    };
+    let (http, stdio, shim) = tokio::join!(over_http, over_stdio, over_shim);
+    for (name, progress) in [("http", http), ("stdio", stdio), ("shim", shim)] {
+        // At least one report within every 15 s of waiting.
+        assert!(!progress.is_empty(), "{name}: no progress during a 12 s wait");
+        assert!(progress.windows(2).all(|w| w[0].progress < w[1].progress), "{name}");
+    }
+    daemon.stop().await;
+}
