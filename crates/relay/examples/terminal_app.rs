@@ -8,6 +8,11 @@
 //! - `roll_dice {sides?}` appears and disappears at run time (type `dice`
 //!   and Enter), to show `notify tools_changed`.
 //!
+//! Any other line typed into it is pushed to the connected agents as a
+//! `claude/channel` event: Claude Code shows it to the model as
+//! `<channel source="…" user="…">your line</channel>` (load the server as a
+//! channel: `claude --mcp-config <file> --dangerously-load-development-channels server:<name>`).
+//!
 //! Each call prints which process made it, with its ancestry (the shim, the
 //! agent CLI, the shell, the terminal), as an application would use to map
 //! a call to the tab that started the agent.
@@ -52,7 +57,8 @@ use std::{
 
 use serde_json::json;
 use switchboard_relay::{
-    Call, Options, PeerInfo, Tool, ToolHandler, ToolResult, switchboard_command, write_mcp_config,
+    Call, Event, Options, PeerInfo, Tool, ToolHandler, ToolResult, events, switchboard_command,
+    write_mcp_config,
 };
 use tokio::io::{AsyncBufReadExt, BufReader};
 
@@ -218,7 +224,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
 
     let dice = Arc::new(AtomicBool::new(false));
-    let mut options = Options::new(&app_id).app_name("Terminal Demo");
+    let mut options = Options::new(&app_id)
+        .app_name("Terminal Demo")
+        .events([events::CHANNEL]);
     if let Some(socket) = socket {
         options = options.socket_path(socket);
     }
@@ -244,22 +252,34 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         None => println!("  (could not write an MCP config file; see the log)"),
     }
-    println!("Type `dice` + Enter to add or remove the roll_dice tool; Ctrl-C quits.");
+    println!(
+        "Type `dice` + Enter to add or remove the roll_dice tool, any other line to send it to the agents; Ctrl-C quits."
+    );
 
     let handle = server.handle();
     tokio::spawn(async move {
         let mut lines = BufReader::new(tokio::io::stdin()).lines();
+        let user = std::env::var("USER").unwrap_or_else(|_| "user".into());
         while let Ok(Some(line)) = lines.next_line().await {
-            if line.trim() == "dice" {
-                let on = !dice.fetch_xor(true, Ordering::SeqCst);
-                match handle.tools_changed() {
-                    Ok(()) => println!(
-                        "roll_dice {}; {} connected client(s) told",
-                        if on { "added" } else { "removed" },
-                        handle.connections()
-                    ),
-                    Err(e) => println!("cannot change the tools: {e}"),
+            let line = line.trim();
+            if line.is_empty() {
+                continue;
+            }
+            if line != "dice" {
+                match handle.push(&Event::channel(line, [("user", user.as_str())])) {
+                    Ok(n) => println!("sent to {n} agent(s)"),
+                    Err(e) => println!("not sent: {e}"),
                 }
+                continue;
+            }
+            let on = !dice.fetch_xor(true, Ordering::SeqCst);
+            match handle.tools_changed() {
+                Ok(()) => println!(
+                    "roll_dice {}; {} connected client(s) told",
+                    if on { "added" } else { "removed" },
+                    handle.connections()
+                ),
+                Err(e) => println!("cannot change the tools: {e}"),
             }
         }
         // stdin closed (Ctrl-D): quit as on Ctrl-C.

@@ -626,3 +626,50 @@ async fn a_long_wait_reports_progress_over_stdio_http_and_the_shim() {
     }
     daemon.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_gets_clear_errors_and_changes_nothing() {
+    let (bob, url) = stdio_with_http(&[]).await;
+    bob.initialize().await;
+    // No identity yet: the inbox and joins say what is missing.
+    for (tool, args) in [
+        ("read_messages", json!({})),
+        ("wait_for_messages", json!({"timeout_s": 0})),
+        ("join_channel", json!({"channel": "#x"})),
+    ] {
+        let result = bob.call(tool, args).await;
+        assert_eq!(result["isError"], true, "{tool}");
+        assert!(result_text(&result).contains("pass nick"), "{tool}: {result}");
+    }
+    let alice = http_client(&url, ProtocolVersion::V_2025_11_25).await;
+    send(&alice, "#real", "alice", "hello").await;
+    for (tool, args, expected) in [
+        ("join_channel", json!({"channel": "#nowhere", "nick": "bob"}), "there is no channel #nowhere"),
+        ("join_channel", json!({"channel": "#real", "nick": "bob", "leave": true}), "bob is not in #real"),
+        ("join_channel", json!({"channel": "#real", "nick": "bad nick"}), "nick:"),
+        ("join_channel", json!({"channel": "#re al", "nick": "bob"}), "contains"),
+        ("read_messages", json!({"nick": "1bob"}), "nick:"),
+        ("read_messages", json!({"nick": "bob", "since": "2026-01-01T00:00:00Z"}), "since needs a channel"),
+        ("list_channels", json!({"nick": "b\u{7}b"}), "nick:"),
+        ("wait_for_messages", json!({"nick": "bob", "timeout_s": 99}), "timeout_s must be between 0 and 50"),
+    ] {
+        let result = bob.call(tool, args.clone()).await;
+        assert_eq!(result["isError"], true, "{tool} {args}");
+        assert!(result_text(&result).contains(expected), "{tool} {args}: {}", result_text(&result));
+    }
+    // Nothing changed: bob is in no channel and has read nothing.
+    let channels = bob.call("list_channels", json!({"nick": "bob"})).await;
+    assert_eq!(result_text(&channels), "- #real (1 member)");
+
+    // A progress token of any JSON type: the call runs as usual.
+    for token in [json!({}), json!(true), json!(null), json!([1]), json!(1.5), json!("t"), json!(7)] {
+        let reply = bob
+            .request(
+                "tools/call",
+                json!({"name": "list_channels", "arguments": {}, "_meta": {"progressToken": token}}),
+            )
+            .await;
+        assert_eq!(reply["result"]["isError"], false, "{token}: {reply}");
+    }
+    bob.close().await;
+}

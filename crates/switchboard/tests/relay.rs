@@ -257,16 +257,21 @@ impl Shim {
 
     /// Waits for a notification `method` (taking it from the backlog first).
     async fn notified(&mut self, method: &str, within: Duration) -> bool {
+        self.notification(method, within).await.is_some()
+    }
+
+    /// The next notification `method` (from the backlog first), if one
+    /// comes within `within`.
+    async fn notification(&mut self, method: &str, within: Duration) -> Option<Value> {
         if let Some(i) = self.backlog.iter().position(|m| m["method"] == method) {
-            self.backlog.remove(i);
-            return true;
+            return Some(self.backlog.remove(i));
         }
         let deadline = Instant::now() + within;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             match self.read(left).await {
-                None => return false,
-                Some(message) if message["method"] == method => return true,
+                None => return None,
+                Some(message) if message["method"] == method => return Some(message),
                 Some(message) => self.backlog.push(message),
             }
         }
@@ -1527,12 +1532,14 @@ fn example_binary() -> Option<PathBuf> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_example_terminal_app_is_relayed() {
     let Some(example) = example_binary() else {
-        eprintln!(
-            "SKIPPED: {} is not built; run `cargo build --example terminal_app -p switchboard-relay`",
+        let message = format!(
+            "{} is not built; run `cargo build --example terminal_app -p switchboard-relay` (cargo test --workspace builds it)",
             Path::new(BIN)
                 .with_file_name("examples/terminal_app")
                 .display()
         );
+        assert!(std::env::var_os("CI").is_none(), "{message}");
+        eprintln!("SKIPPED: {message}");
         return;
     };
     let place = Place::new("dev.test.example");
@@ -1583,6 +1590,12 @@ async fn the_example_terminal_app_is_relayed() {
     let mut shim = place.shim(&[]);
     let init = shim.initialize().await;
     assert_eq!(init["protocolVersion"], "2025-11-25");
+    // The app pushes channel events; it has no permission relay.
+    assert_eq!(
+        init["capabilities"]["experimental"],
+        json!({"claude/channel": {}}),
+        "{init}"
+    );
     let tools = shim.tools().await;
     let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["set_session_title", "notify_user"]);
@@ -1627,6 +1640,16 @@ async fn the_example_terminal_app_is_relayed() {
     let roll = shim.call("roll_dice", json!({"sides": 6})).await;
     let value = roll["structuredContent"]["roll"].as_u64().unwrap();
     assert!((1..=6).contains(&value), "{roll}");
+
+    // Any other line typed into it reaches the agent as a channel event.
+    stdin.write_all(b"please look at the logs\n").await.unwrap();
+    stdin.flush().await.unwrap();
+    let pushed = shim
+        .notification("notifications/claude/channel", WAIT)
+        .await
+        .expect("the typed line is pushed");
+    assert_eq!(pushed["params"]["content"], "please look at the logs");
+    assert!(pushed["params"]["meta"]["user"].is_string(), "{pushed}");
 
     // Ctrl-D quits it: the socket is removed and the shim says so.
     drop(stdin);

@@ -13,7 +13,7 @@ use std::{
 };
 
 use serde_json::{Map, Value, json};
-use switchboard_relay::{Call, Handle, Options, Tool, ToolHandler, ToolResult};
+use switchboard_relay::{Call, Event, Handle, Options, PeerInfo, Tool, ToolHandler, ToolResult};
 use tokio::{
     io::{AsyncBufReadExt, AsyncWriteExt, BufReader},
     net::{
@@ -39,6 +39,8 @@ pub struct TestTools {
     pub entered: Arc<Semaphore>,
     pub extra: Arc<AtomicBool>,
     pub broken_schema: Arc<AtomicBool>,
+    /// Every event clients sent, with the connection it came on.
+    pub events: Arc<std::sync::Mutex<Vec<(u64, Event)>>>,
 }
 
 impl Default for TestTools {
@@ -48,6 +50,7 @@ impl Default for TestTools {
             entered: Arc::new(Semaphore::new(0)),
             extra: Arc::default(),
             broken_schema: Arc::default(),
+            events: Arc::default(),
         }
     }
 }
@@ -117,6 +120,14 @@ impl ToolHandler for TestTools {
             other => ToolResult::error(format!("unexpected tool {other}")),
         }
     }
+
+    fn instructions(&self, peer: &PeerInfo) -> Option<String> {
+        peer.identity.as_ref().map(|who| format!("Hello {who}."))
+    }
+
+    async fn event(&self, peer: Arc<PeerInfo>, event: Event) {
+        self.events.lock().unwrap().push((peer.connection, event));
+    }
 }
 
 /// A running server on a temporary socket.
@@ -128,6 +139,7 @@ pub struct Running {
     pub entered: Arc<Semaphore>,
     pub extra: Arc<AtomicBool>,
     pub broken_schema: Arc<AtomicBool>,
+    pub events: Arc<std::sync::Mutex<Vec<(u64, Event)>>>,
     stop: Option<oneshot::Sender<()>>,
     pub task: Option<JoinHandle<std::io::Result<()>>>,
 }
@@ -140,11 +152,12 @@ impl Running {
     pub async fn start_with(configure: impl FnOnce(Options) -> Options) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let tools = TestTools::default();
-        let (gate, entered, extra, broken_schema) = (
+        let (gate, entered, extra, broken_schema, events) = (
             tools.gate.clone(),
             tools.entered.clone(),
             tools.extra.clone(),
             tools.broken_schema.clone(),
+            tools.events.clone(),
         );
         let options = Options::new("dev.test.relay")
             .app_name("Relay Test")
@@ -164,6 +177,7 @@ impl Running {
             entered,
             extra,
             broken_schema,
+            events,
             stop: Some(stop),
             task: Some(task),
         }
