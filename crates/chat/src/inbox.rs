@@ -263,6 +263,92 @@ fn fts_phrase(nick_key: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{
+        history::{Durability, Location, NewMessage},
+        names::NameRules,
+    };
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+
+    fn line(channel: &str, nick: &str, text: &str) -> NewMessage {
+        let rules = NameRules::default();
+        NewMessage {
+            channel: rules.channel(channel).unwrap(),
+            nick: nick.into(),
+            nick_key: rules.fold(nick),
+            text: text.into(),
+            time: None,
+            msgid: None,
+            replayed: false,
+            kind: SenderKind::Agent,
+        }
+    }
+
+    #[test]
+    fn replayed_lines_with_older_times_still_count_as_unread() {
+        let rt = runtime();
+        let history = History::open(&Location::Memory, Durability::Full).unwrap();
+        let inbox = Inbox::new(history.clone());
+        let map = CaseMapping::Rfc1459;
+        let bob = NameRules::default().nick("Bob").unwrap();
+        let live = rt
+            .block_on(history.append(vec![line("#c", "ann", "live one")]))
+            .unwrap();
+        inbox.join(&bob, map, live[0].channel_id).unwrap();
+        assert!(inbox.peek(&bob, map, 10).unwrap().is_empty());
+        // A server replays a line from an hour ago after the live one.
+        let replayed = NewMessage {
+            time: Some(live[0].time - chrono::Duration::hours(1)),
+            replayed: true,
+            ..line("#c", "eve", "said while you were away")
+        };
+        rt.block_on(history.append(vec![replayed])).unwrap();
+        let items = inbox.peek(&bob, map, 10).unwrap();
+        assert_eq!(items.len(), 1);
+        assert_eq!(items[0].message.text, "said while you were away");
+        let counts = inbox.counts(&bob, map).unwrap();
+        assert_eq!(counts[&live[0].channel_id].unread, 1);
+        inbox.mark_read(&bob, &items).unwrap();
+        assert!(inbox.peek(&bob, map, 10).unwrap().is_empty());
+        assert_eq!(inbox.counts(&bob, map).unwrap()[&live[0].channel_id].unread, 0);
+        history.close();
+    }
+
+    #[test]
+    fn mentions_anywhere_are_found_once_and_own_lines_never_count() {
+        let rt = runtime();
+        let history = History::open(&Location::Memory, Durability::Full).unwrap();
+        let inbox = Inbox::new(history.clone());
+        let map = CaseMapping::Rfc1459;
+        let bob = NameRules::default().nick("bob[1]").unwrap();
+        rt.block_on(history.append(vec![
+            line("#a", "ann", "hey BOB{1}, look"),
+            line("#b", "eve", "bob[1]: and here"),
+            line("#b", "eve", "bob[12] is someone else"),
+            line("#b", "bob[1]", "bob[1] talking about himself"),
+            line("#c", "ann", "nothing for you"),
+        ]))
+        .unwrap();
+        let items = inbox.peek(&bob, map, 10).unwrap();
+        let texts: Vec<&str> = items.iter().map(|i| i.message.text.as_str()).collect();
+        assert_eq!(texts, ["hey BOB{1}, look", "bob[1]: and here"]);
+        assert!(items.iter().all(|i| i.mention));
+        // Looking again finds the same, without scanning twice.
+        assert_eq!(inbox.peek(&bob, map, 10).unwrap(), items);
+        let counts = inbox.counts(&bob, map).unwrap();
+        assert_eq!(counts.values().map(|c| c.mentions).sum::<i64>(), 2);
+        inbox.mark_read(&bob, &items[..1]).unwrap();
+        let left = inbox.peek(&bob, map, 10).unwrap();
+        assert_eq!(left.len(), 1);
+        assert_eq!(left[0].message.text, "bob[1]: and here");
+        history.close();
+    }
 
     #[test]
     fn phrases_keep_only_word_characters() {

@@ -673,3 +673,91 @@ async fn bad_input_gets_clear_errors_and_changes_nothing() {
     }
     bob.close().await;
 }
+
+// --- on a real IRC network ------------------------------------------------------
+
+mod irc {
+    use super::*;
+    use switchboard_testkit::{Human, IrcServer, ServerKind, ServerOptions};
+
+    const WAIT: Duration = Duration::from_secs(20);
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn joins_pushes_and_approvals_with_a_human_on_inspircd() {
+        let server = IrcServer::start(ServerKind::InspIRCd, ServerOptions::default()).await;
+        let runtime = runtime_dir();
+        let dir = tempfile::tempdir().unwrap();
+        let file = config(
+            dir.path(),
+            &format!(
+                "[chat]\nbackend = \"irc\"\n[chat.irc]\nserver = \"127.0.0.1\"\nport = {}\nsend_timeout_s = 20\n\
+                 [chat.approvals]\nchannel = \"#approvals\"\n",
+                server.port()
+            ),
+        );
+        let socket = dir.path().join("relay.sock");
+        let daemon = Daemon::start(&socket, runtime.path(), &["--config", &file]).await;
+        let carol = Human::connect(&server, "carol").await;
+        carol.join("#dev").await;
+        carol.join("#approvals").await;
+        let worker = RawClient::spawn(switchboard(
+            &["shim", "--socket", socket.to_str().unwrap(), "--nick", "worker"],
+            runtime.path(),
+        ));
+        let init = worker.initialize().await;
+        assert_eq!(
+            init["capabilities"]["experimental"],
+            json!({"claude/channel": {}, "claude/channel/permission": {}})
+        );
+
+        // Joining is a real JOIN of the agent's own connection. A channel
+        // switchboard has not been in is unknown until create_channel.
+        let unknown = worker.call("join_channel", json!({"channel": "#dev"})).await;
+        assert_eq!(unknown["isError"], true);
+        worker.call("create_channel", json!({"name": "#dev"})).await;
+        let joined = worker.call("join_channel", json!({"channel": "#dev"})).await;
+        assert_eq!(result_text(&joined), "worker joined #dev", "{}", daemon.log());
+        carol
+            .expect(|l| l.is_from("worker", "JOIN") && l.param(0) == Some("#dev"), WAIT)
+            .await;
+        let members = worker.call("get_members", json!({"channel": "#dev"})).await;
+        assert!(result_text(&members).contains("- worker"), "{members}");
+
+        // A human's mention on IRC wakes the agent.
+        carol.privmsg("#dev", "worker: the deploy is stuck").await;
+        let pushed = worker.wait_for(CHANNEL, 1, WAIT).await;
+        assert_eq!(pushed.len(), 1, "daemon log:\n{}", daemon.log());
+        assert_eq!(pushed[0].1["params"]["content"], "worker: the deploy is stuck");
+        assert_eq!(meta(&pushed[0].1)["sender"], "carol");
+        assert_eq!(meta(&pushed[0].1)["sender_kind"], "human");
+
+        // The agent asks for approval; the human answers on IRC.
+        worker.notify(PERMISSION_REQUEST, permission_request("mnopq")).await;
+        let asked = carol
+            .expect(|l| l.command == "PRIVMSG" && l.trailing().is_some_and(|t| t.contains("Approval mnopq")), WAIT)
+            .await;
+        assert!(asked.trailing().unwrap().contains("worker wants to run Bash"), "{asked:?}");
+        carol.privmsg("#approvals", "yes mnopq").await;
+        let verdict = worker.wait_for(PERMISSION, 1, WAIT).await;
+        assert_eq!(verdict.len(), 1, "daemon log:\n{}", daemon.log());
+        assert_eq!(
+            verdict[0].1["params"],
+            json!({"request_id": "mnopq", "behavior": "allow"})
+        );
+        carol
+            .expect(|l| l.trailing().is_some_and(|t| t.contains("mnopq allowed by carol")), WAIT)
+            .await;
+
+        // Leaving is a real PART.
+        let left = worker
+            .call("join_channel", json!({"channel": "#dev", "leave": true}))
+            .await;
+        assert_eq!(result_text(&left), "worker left #dev");
+        carol
+            .expect(|l| l.is_from("worker", "PART") && l.param(0) == Some("#dev"), WAIT)
+            .await;
+        worker.close().await;
+        carol.quit().await;
+        assert!(daemon.stop().await.success());
+    }
+}
