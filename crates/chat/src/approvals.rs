@@ -122,7 +122,9 @@ impl Approvals {
             tracing::error!(channel = %self.settings.channel, "chat.approvals.channel is not a valid channel name");
             return;
         };
-        let agent = session.identity().unwrap_or_else(|| session.label().to_owned());
+        let agent = session
+            .identity()
+            .unwrap_or_else(|| session.label().to_owned());
         {
             let mut requests = self.requests();
             if requests.contains_key(&ask.id) {
@@ -231,7 +233,11 @@ impl Approvals {
         format!(
             "{id} {verb} by {by}: {} may{} run {}.",
             request.agent,
-            if behavior == Behavior::Deny { " not" } else { "" },
+            if behavior == Behavior::Deny {
+                " not"
+            } else {
+                ""
+            },
             request.tool
         )
     }
@@ -272,7 +278,9 @@ fn parse(params: &JsonObject) -> Result<Ask, String> {
     let id = field("request_id")?.to_ascii_lowercase();
     if id.is_empty()
         || id.len() > MAX_ID
-        || !id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        || !id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
     {
         return Err(format!(
             "request_id must be 1 to {MAX_ID} letters, digits, - or _"
@@ -286,7 +294,13 @@ fn parse(params: &JsonObject) -> Result<Ask, String> {
         id,
         tool: one_line(tool, MAX_TOOL),
         description: one_line(field("description")?, MAX_DESCRIPTION),
-        preview: one_line(params.get("input_preview").and_then(Value::as_str).unwrap_or(""), MAX_PREVIEW),
+        preview: one_line(
+            params
+                .get("input_preview")
+                .and_then(Value::as_str)
+                .unwrap_or(""),
+            MAX_PREVIEW,
+        ),
     })
 }
 

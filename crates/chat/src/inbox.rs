@@ -67,15 +67,20 @@ impl Inbox {
 
     /// Up to `limit` inbox items of `me`, oldest first (by insertion); they
     /// stay unread until [`Inbox::mark_read`].
-    pub fn peek(&self, me: &Nick, map: CaseMapping, limit: usize) -> Result<Vec<Item>, HistoryError> {
+    pub fn peek(
+        &self,
+        me: &Nick,
+        map: CaseMapping,
+        limit: usize,
+    ) -> Result<Vec<Item>, HistoryError> {
         let mut items: Vec<Item> = Vec::new();
         for cursor in self.history.cursors(me.key()) {
             if !cursor.joined || cursor.unread == 0 {
                 continue;
             }
-            for message in self
-                .history
-                .read_after(cursor.channel_id, cursor.read_seq, me.key(), limit)?
+            for message in
+                self.history
+                    .read_after(cursor.channel_id, cursor.read_seq, me.key(), limit)?
             {
                 if message.kind == SenderKind::System {
                     items.push(Item {
@@ -133,7 +138,11 @@ impl Inbox {
     }
 
     /// Unread and mention counts of `me`, by channel id.
-    pub fn counts(&self, me: &Nick, map: CaseMapping) -> Result<HashMap<i64, Counts>, HistoryError> {
+    pub fn counts(
+        &self,
+        me: &Nick,
+        map: CaseMapping,
+    ) -> Result<HashMap<i64, Counts>, HistoryError> {
         let mut counts: HashMap<i64, Counts> = HashMap::new();
         for cursor in self.history.cursors(me.key()) {
             let entry = counts.entry(cursor.channel_id).or_default();
@@ -171,7 +180,9 @@ impl Inbox {
         let mut fresh = Vec::new();
         let mut reached = scanned_to;
         if newest > scanned_to {
-            let page = self.history.matching(&query, scanned_to, newest, SCAN_PAGE)?;
+            let page = self
+                .history
+                .matching(&query, scanned_to, newest, SCAN_PAGE)?;
             reached = if page.len() == SCAN_PAGE {
                 page.last().map_or(newest, |m| m.id)
             } else {
@@ -316,7 +327,10 @@ mod tests {
         assert_eq!(counts[&live[0].channel_id].unread, 1);
         inbox.mark_read(&bob, &items).unwrap();
         assert!(inbox.peek(&bob, map, 10).unwrap().is_empty());
-        assert_eq!(inbox.counts(&bob, map).unwrap()[&live[0].channel_id].unread, 0);
+        assert_eq!(
+            inbox.counts(&bob, map).unwrap()[&live[0].channel_id].unread,
+            0
+        );
         history.close();
     }
 

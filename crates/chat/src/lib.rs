@@ -21,11 +21,9 @@ pub mod push;
 pub mod text;
 pub mod tools;
 
-pub use backend::{ChatBackend, ChatError, Delivery};
 pub use approvals::ApprovalSettings;
-pub use history::{
-    Durability, History, HistoryError, Location, Message, NewMessage, SenderKind,
-};
+pub use backend::{ChatBackend, ChatError, Delivery};
+pub use history::{Durability, History, HistoryError, Location, Message, NewMessage, SenderKind};
 pub use local::LocalHub;
 pub use names::{CaseMapping, Channel, NameError, NameRules, Nick};
 pub use push::{PushMode, PushSettings};

@@ -104,10 +104,7 @@ impl Pusher {
         approvals: Option<Arc<Approvals>>,
     ) -> Arc<Self> {
         Arc::new(Self {
-            guard: Mutex::new(LoopGuard::new(
-                settings.loop_messages,
-                settings.loop_window,
-            )),
+            guard: Mutex::new(LoopGuard::new(settings.loop_messages, settings.loop_window)),
             settings,
             history,
             backend,
@@ -141,11 +138,7 @@ impl Pusher {
                 session: Arc::downgrade(session),
                 messages: tx,
             });
-        tokio::spawn(deliver(
-            Arc::downgrade(session),
-            rx,
-            self.settings.clone(),
-        ));
+        tokio::spawn(deliver(Arc::downgrade(session), rx, self.settings.clone()));
     }
 
     /// Hands one committed message to the loop guard, the approvals and the
@@ -157,11 +150,7 @@ impl Pusher {
         if let Some(approvals) = &self.approvals {
             approvals.on_message(message).await;
         }
-        let pause = self
-            .guard
-            .lock()
-            .expect("loop guard lock")
-            .observe(message);
+        let pause = self.guard.lock().expect("loop guard lock").observe(message);
         match pause {
             Guard::Open => {}
             Guard::Paused => return,
@@ -201,7 +190,10 @@ impl Pusher {
                 mention,
             };
             if wanted && tx.try_send(pushed).is_err() {
-                tracing::debug!(session = session.label(), "push queue full; the message stays unread");
+                tracing::debug!(
+                    session = session.label(),
+                    "push queue full; the message stays unread"
+                );
             }
         }
     }
@@ -242,7 +234,10 @@ async fn dispatch(pusher: Weak<Pusher>, mut feed: broadcast::Receiver<Arc<[Messa
         let batch = match feed.recv().await {
             Ok(batch) => batch,
             Err(broadcast::error::RecvError::Lagged(missed)) => {
-                tracing::warn!(missed, "push fell behind; those messages stay unread but are not pushed");
+                tracing::warn!(
+                    missed,
+                    "push fell behind; those messages stay unread but are not pushed"
+                );
                 continue;
             }
             Err(broadcast::error::RecvError::Closed) => return,
@@ -302,7 +297,10 @@ impl LoopGuard {
         }
         let now = Instant::now();
         let recent = self.recent.entry(channel).or_default();
-        if recent.back().is_some_and(|(nick, _)| *nick == message.nick_key) {
+        if recent
+            .back()
+            .is_some_and(|(nick, _)| *nick == message.nick_key)
+        {
             return Guard::Open;
         }
         recent.push_back((message.nick_key.clone(), now));
@@ -380,7 +378,10 @@ async fn sleep_until_opt(at: Option<Instant>) {
     }
 }
 
-async fn recv_or_closed(session: &Weak<Session>, rx: &mut mpsc::Receiver<Pushed>) -> Option<Pushed> {
+async fn recv_or_closed(
+    session: &Weak<Session>,
+    rx: &mut mpsc::Receiver<Pushed>,
+) -> Option<Pushed> {
     let strong = session.upgrade()?;
     tokio::select! {
         m = rx.recv() => m,

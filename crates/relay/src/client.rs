@@ -326,7 +326,9 @@ async fn read_loop(
                         Value::Object(params) if agreed && size_ok(&name, &params) => {
                             let _ = events.send(Incoming::Event(Event::new(name, params)));
                         }
-                        _ => tracing::warn!(%name, "ignored an event that was not agreed, not an object, or too large"),
+                        _ => {
+                            tracing::warn!(%name, "ignored an event that was not agreed, not an object, or too large")
+                        }
                     }
                 }
                 Message::Error { message } => {
@@ -345,5 +347,5 @@ async fn read_loop(
 
 /// Whether an event with these params fits in [`MAX_EVENT`] on the wire.
 fn size_ok(name: &str, params: &Map<String, Value>) -> bool {
-    serde_json::to_vec(params).map_or(false, |p| p.len() + name.len() + 40 <= MAX_EVENT)
+    serde_json::to_vec(params).is_ok_and(|p| p.len() + name.len() + 40 <= MAX_EVENT)
 }

@@ -37,7 +37,9 @@ async fn link_with(
     (link, incoming)
 }
 
-async fn next_event(incoming: &mut tokio::sync::mpsc::UnboundedReceiver<Incoming>) -> Option<Event> {
+async fn next_event(
+    incoming: &mut tokio::sync::mpsc::UnboundedReceiver<Incoming>,
+) -> Option<Event> {
     loop {
         match tokio::time::timeout(Duration::from_millis(500), incoming.recv()).await {
             Ok(Some(Incoming::Event(event))) => return Some(event),
@@ -50,8 +52,12 @@ async fn next_event(incoming: &mut tokio::sync::mpsc::UnboundedReceiver<Incoming
 #[tokio::test]
 async fn the_welcome_agrees_on_what_both_list_and_pushes_reach_only_those() {
     let server = start().await;
-    let (agreeing, mut agreeing_in) =
-        link_with(&server, Some("alice"), &[events::CHANNEL, events::PERMISSION, "x/unknown"]).await;
+    let (agreeing, mut agreeing_in) = link_with(
+        &server,
+        Some("alice"),
+        &[events::CHANNEL, events::PERMISSION, "x/unknown"],
+    )
+    .await;
     let welcome = agreeing.welcome().unwrap();
     assert_eq!(welcome.events, [events::CHANNEL]);
     assert_eq!(welcome.instructions.as_deref(), Some("Hello alice."));
@@ -71,7 +77,10 @@ async fn the_welcome_agrees_on_what_both_list_and_pushes_reach_only_those() {
 
     // Oversized events are refused before anything is sent.
     let huge = Event::channel("x".repeat(MAX_EVENT), [("a", "b")]);
-    assert!(matches!(server.handle.push(&huge), Err(PushError::TooLarge(_))));
+    assert!(matches!(
+        server.handle.push(&huge),
+        Err(PushError::TooLarge(_))
+    ));
     assert!(matches!(
         server.handle.push_to(999, &event),
         Err(PushError::NoConnection(999))
@@ -113,24 +122,34 @@ async fn client_events_reach_the_handler_when_agreed() {
     let (link, _incoming) = link_with(&server, None, &AGREED).await;
     let mut params = Map::new();
     params.insert("request_id".into(), json!("abcde"));
-    link.send_event(&Event::new(events::PERMISSION_REQUEST, params.clone()), WAIT)
-        .await
-        .unwrap();
+    link.send_event(
+        &Event::new(events::PERMISSION_REQUEST, params.clone()),
+        WAIT,
+    )
+    .await
+    .unwrap();
     let deadline = tokio::time::Instant::now() + WAIT;
     while server.events.lock().unwrap().is_empty() {
-        assert!(tokio::time::Instant::now() < deadline, "no event reached the handler");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no event reached the handler"
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let (_, event) = server.events.lock().unwrap()[0].clone();
     assert_eq!(event, Event::new(events::PERMISSION_REQUEST, params));
     // The client refuses what was not agreed, or does not fit.
     assert_eq!(
-        link.send_event(&Event::new(events::PERMISSION, Map::new()), WAIT).await,
+        link.send_event(&Event::new(events::PERMISSION, Map::new()), WAIT)
+            .await,
         Err(LinkError::NotAgreed(events::PERMISSION.into()))
     );
     let huge = Event::channel("x".repeat(MAX_EVENT), [("a", "b")]);
     let huge = Event::new(events::PERMISSION_REQUEST, huge.params);
-    assert!(matches!(link.send_event(&huge, WAIT).await, Err(LinkError::TooLarge(_))));
+    assert!(matches!(
+        link.send_event(&huge, WAIT).await,
+        Err(LinkError::TooLarge(_))
+    ));
     server.stop().await;
 }
 
@@ -146,8 +165,14 @@ async fn bad_client_events_get_an_error_line_and_the_connection_goes_on() {
     let welcome = raw.recv().await;
     assert_eq!(welcome["events"], json!([events::PERMISSION_REQUEST]));
     let cases: [(Value, &str); 3] = [
-        (json!({"type": "event", "name": events::CHANNEL, "params": {}}), "was not agreed"),
-        (json!({"type": "event", "name": events::PERMISSION_REQUEST, "params": [1]}), "params must be an object"),
+        (
+            json!({"type": "event", "name": events::CHANNEL, "params": {}}),
+            "was not agreed",
+        ),
+        (
+            json!({"type": "event", "name": events::PERMISSION_REQUEST, "params": [1]}),
+            "params must be an object",
+        ),
         (
             json!({"type": "event", "name": events::PERMISSION_REQUEST, "params": {"x": "y".repeat(MAX_EVENT)}}),
             "events are at most",
@@ -157,7 +182,10 @@ async fn bad_client_events_get_an_error_line_and_the_connection_goes_on() {
         raw.send(&line.to_string()).await;
         let reply = raw.recv().await;
         assert_eq!(reply["type"], "error", "{reply}");
-        assert!(reply["message"].as_str().unwrap().contains(expected), "{reply}");
+        assert!(
+            reply["message"].as_str().unwrap().contains(expected),
+            "{reply}"
+        );
     }
     // Still serving.
     raw.send(&json!({"type": "request", "id": 1, "method": "tools/list"}).to_string())
@@ -187,7 +215,8 @@ async fn a_client_ignores_events_it_did_not_agree_on_and_keeps_the_link() {
         say(json!({"type": "event", "name": events::PERMISSION, "params": {}})).await;
         say(json!({"type": "event", "name": events::CHANNEL, "params": "not an object"})).await;
         say(json!({"type": "event", "name": events::CHANNEL, "params": {"content": "fine", "meta": {}}})).await;
-        let request: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+        let request: Value =
+            serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
         say(json!({"type": "response", "id": request["id"], "result": {"tools": []}})).await;
         let _ = finished.await;
     });

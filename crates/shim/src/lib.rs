@@ -452,18 +452,16 @@ async fn handle(
                 .collect();
             let mut capabilities = json!({"tools": {"listChanged": true}});
             if !declared.is_empty() {
-                let experimental: Map<String, Value> = declared
-                    .iter()
-                    .map(|e| (e.clone(), json!({})))
-                    .collect();
+                let experimental: Map<String, Value> =
+                    declared.iter().map(|e| (e.clone(), json!({}))).collect();
                 capabilities["experimental"] = Value::Object(experimental);
             }
             *client.declared.lock().expect("declared lock") = declared;
             // Some hosts never send notifications/initialized.
             client.initialized.store(true, Ordering::Release);
-            let instructions = welcome
-                .and_then(|w| w.instructions)
-                .unwrap_or_else(|| format!("Tools of {}, relayed by switchboard.", upstream.app_name()));
+            let instructions = welcome.and_then(|w| w.instructions).unwrap_or_else(|| {
+                format!("Tools of {}, relayed by switchboard.", upstream.app_name())
+            });
             Ok(json!({
                 "protocolVersion": version,
                 "capabilities": capabilities,

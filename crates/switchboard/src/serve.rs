@@ -138,7 +138,9 @@ async fn serve(
         if let Some(path) = &config.socket.path {
             options = options.socket_path(path.clone());
         }
-        let handler = Arc::new(RegistryHandler::new(server.for_caller(Caller::new("relay"))));
+        let handler = Arc::new(RegistryHandler::new(
+            server.for_caller(Caller::new("relay")),
+        ));
         let relay = options
             .events(handler.events())
             .bind(handler.clone())

@@ -45,13 +45,22 @@ fn meta(note: &Value) -> &serde_json::Map<String, Value> {
 async fn a_stdio_session_is_pushed_mentions_from_another_agent() {
     let (bob, url) = stdio_with_http(&["--nick", "bob"]).await;
     let init = bob.initialize().await;
-    assert_eq!(init["capabilities"]["experimental"]["claude/channel"], json!({}));
+    assert_eq!(
+        init["capabilities"]["experimental"]["claude/channel"],
+        json!({})
+    );
     let instructions = init["instructions"].as_str().unwrap();
     assert!(instructions.contains("You are bob"), "{instructions}");
     assert!(instructions.contains("send_message"), "{instructions}");
 
     let alice = http_client(&url, ProtocolVersion::V_2025_11_25).await;
-    send(&alice, "#general", "alice", "@bob can you look at the diff?").await;
+    send(
+        &alice,
+        "#general",
+        "alice",
+        "@bob can you look at the diff?",
+    )
+    .await;
     let pushed = bob.wait_for(CHANNEL, 1, Duration::from_secs(5)).await;
     assert_eq!(pushed.len(), 1, "stderr:\n{}", bob.stderr());
     let note = &pushed[0].1;
@@ -62,15 +71,27 @@ async fn a_stdio_session_is_pushed_mentions_from_another_agent() {
     assert_eq!(m["sender_kind"], "agent");
     assert_eq!(m["mention"], "true");
     for (key, value) in m {
-        assert!(key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'), "{key}");
+        assert!(
+            key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
+            "{key}"
+        );
         assert!(value.is_string(), "{key}: {value}");
     }
 
     // Not a mention, in a channel bob has not joined: nothing is pushed.
-    send(&alice, "#general", "alice", "bobcat sighting, nobody's business").await;
+    send(
+        &alice,
+        "#general",
+        "alice",
+        "bobcat sighting, nobody's business",
+    )
+    .await;
     // bob's own message is never pushed back to bob.
-    bob.call("send_message", json!({"channel": "#general", "text": "on it, bob here"}))
-        .await;
+    bob.call(
+        "send_message",
+        json!({"channel": "#general", "text": "on it, bob here"}),
+    )
+    .await;
     tokio::time::sleep(Duration::from_millis(600)).await;
     assert_eq!(bob.notifications(CHANNEL).len(), 1);
 
@@ -81,11 +102,20 @@ async fn a_stdio_session_is_pushed_mentions_from_another_agent() {
     let lines: Vec<String> = result_text(&inbox).lines().map(String::from).collect();
     assert_eq!(lines.len(), 2, "{lines:?}");
     assert!(lines[0].starts_with("#general ["), "{lines:?}");
-    assert!(lines[0].ends_with("] <alice> @bob can you look at the diff?"), "{lines:?}");
-    assert!(lines[1].ends_with("] <alice> bobcat sighting, nobody's business"), "{lines:?}");
+    assert!(
+        lines[0].ends_with("] <alice> @bob can you look at the diff?"),
+        "{lines:?}"
+    );
+    assert!(
+        lines[1].ends_with("] <alice> bobcat sighting, nobody's business"),
+        "{lines:?}"
+    );
     let items = inbox["structuredContent"]["messages"].as_array().unwrap();
     assert_eq!(
-        items.iter().map(|m| m["mention"].as_bool().unwrap()).collect::<Vec<_>>(),
+        items
+            .iter()
+            .map(|m| m["mention"].as_bool().unwrap())
+            .collect::<Vec<_>>(),
         [true, false]
     );
     // Read now: the inbox is empty.
@@ -114,9 +144,13 @@ async fn all_mode_pushes_joined_channels_and_coalesces_bursts() {
 
     // Five lines in one burst: the first at once, the rest together.
     send(&alice, "#ops", "alice", "one\ntwo\nthree\nfour\nfive").await;
-    let pushed = bob.wait_for(CHANNEL, 2, Duration::from_secs(5)).await;
+    bob.wait_for(CHANNEL, 2, Duration::from_secs(5)).await;
     tokio::time::sleep(Duration::from_millis(700)).await;
-    let pushed: Vec<Value> = bob.notifications(CHANNEL).into_iter().map(|(_, n)| n).collect();
+    let pushed: Vec<Value> = bob
+        .notifications(CHANNEL)
+        .into_iter()
+        .map(|(_, n)| n)
+        .collect();
     assert_eq!(pushed.len(), 2, "{pushed:#?}");
     assert_eq!(pushed[0]["params"]["content"], "one");
     assert_eq!(
@@ -127,7 +161,9 @@ async fn all_mode_pushes_joined_channels_and_coalesces_bursts() {
     assert_eq!(meta(&pushed[1])["mention"], "false");
 
     // Leaving stops the pushes of that channel.
-    let left = bob.call("join_channel", json!({"channel": "#ops", "leave": true})).await;
+    let left = bob
+        .call("join_channel", json!({"channel": "#ops", "leave": true}))
+        .await;
     assert_eq!(result_text(&left), "bob left #ops");
     send(&alice, "#ops", "alice", "anyone?").await;
     tokio::time::sleep(Duration::from_millis(600)).await;
@@ -144,7 +180,8 @@ async fn a_session_over_the_rate_gets_a_summary() {
     );
     let (bob, url) = stdio_with_http(&["--nick", "bob", "--config", &file]).await;
     bob.initialize().await;
-    bob.call("send_message", json!({"channel": "#busy", "text": "here"})).await;
+    bob.call("send_message", json!({"channel": "#busy", "text": "here"}))
+        .await;
     let alice = http_client(&url, ProtocolVersion::V_2025_11_25).await;
     for i in 0..20 {
         send(&alice, "#busy", "alice", &format!("news {i}")).await;
@@ -154,10 +191,16 @@ async fn a_session_over_the_rate_gets_a_summary() {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
     let pushed = loop {
         let pushed = bob.notifications(CHANNEL);
-        if pushed.last().is_some_and(|(_, n)| meta(n).get("summary").is_some()) {
+        if pushed
+            .last()
+            .is_some_and(|(_, n)| meta(n).get("summary").is_some())
+        {
             break pushed;
         }
-        assert!(tokio::time::Instant::now() < deadline, "no summary: {pushed:#?}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no summary: {pushed:#?}"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     assert_eq!(pushed.len(), 13, "{pushed:#?}");
@@ -194,7 +237,15 @@ async fn shim(socket: &Path, runtime: &Path, nick: &str) -> RawClient {
 /// `switchboard say`: a person at a terminal.
 async fn say(socket: &Path, runtime: &Path, channel: &str, nick: &str, text: &str) {
     let output = switchboard(
-        &["say", channel, text, "--as", nick, "--socket", socket.to_str().unwrap()],
+        &[
+            "say",
+            channel,
+            text,
+            "--as",
+            nick,
+            "--socket",
+            socket.to_str().unwrap(),
+        ],
         runtime,
     )
     .output()
@@ -230,18 +281,33 @@ async fn shims_on_the_daemon_are_pushed_mentions_and_keep_them_unread() {
     let daemon = Daemon::start(&socket, runtime.path(), &[]).await;
     let alice = shim(&socket, runtime.path(), "alice").await;
     let bob = RawClient::spawn(switchboard(
-        &["shim", "--socket", socket.to_str().unwrap(), "--nick", "bob"],
+        &[
+            "shim",
+            "--socket",
+            socket.to_str().unwrap(),
+            "--nick",
+            "bob",
+        ],
         runtime.path(),
     ));
     let init = bob.initialize().await;
-    assert_eq!(init["capabilities"]["experimental"]["claude/channel"], json!({}));
+    assert_eq!(
+        init["capabilities"]["experimental"]["claude/channel"],
+        json!({})
+    );
     assert!(
-        init["instructions"].as_str().unwrap().contains("You are bob"),
+        init["instructions"]
+            .as_str()
+            .unwrap()
+            .contains("You are bob"),
         "{init}"
     );
 
     let sent = alice
-        .call("send_message", json!({"channel": "#dev", "text": "bob: the build is red"}))
+        .call(
+            "send_message",
+            json!({"channel": "#dev", "text": "bob: the build is red"}),
+        )
         .await;
     assert_eq!(result_text(&sent), "Sent to #dev as alice");
     let pushed = bob.wait_for(CHANNEL, 1, Duration::from_secs(5)).await;
@@ -283,7 +349,10 @@ async fn cursors_survive_a_daemon_restart() {
     let alice = shim(&socket, runtime.path(), "alice").await;
     let bob = shim(&socket, runtime.path(), "bob").await;
     alice
-        .call("send_message", json!({"channel": "#c", "text": "before anyone"}))
+        .call(
+            "send_message",
+            json!({"channel": "#c", "text": "before anyone"}),
+        )
         .await;
     let joined = bob.call("join_channel", json!({"channel": "c"})).await;
     assert_eq!(result_text(&joined), "bob joined #c");
@@ -330,7 +399,10 @@ async fn the_loop_guard_stops_two_agents_answering_each_other_until_a_human_spea
     ];
     let names = ["a1", "a2"];
     agents[0]
-        .call("send_message", json!({"channel": "#loop", "text": "@a2 ping 0"}))
+        .call(
+            "send_message",
+            json!({"channel": "#loop", "text": "@a2 ping 0"}),
+        )
         .await;
     // Each agent answers every push it gets, as an eager model would.
     let mut handled = [0usize; 2];
@@ -351,9 +423,11 @@ async fn the_loop_guard_stops_two_agents_answering_each_other_until_a_human_spea
         }
         if !answered {
             // Quiet for a second: the loop has stopped.
-            let before = agents[0].notifications(CHANNEL).len() + agents[1].notifications(CHANNEL).len();
+            let before =
+                agents[0].notifications(CHANNEL).len() + agents[1].notifications(CHANNEL).len();
             tokio::time::sleep(Duration::from_secs(1)).await;
-            let after = agents[0].notifications(CHANNEL).len() + agents[1].notifications(CHANNEL).len();
+            let after =
+                agents[0].notifications(CHANNEL).len() + agents[1].notifications(CHANNEL).len();
             if before == after && handled.iter().sum::<usize>() == after {
                 break;
             }
@@ -364,15 +438,23 @@ async fn the_loop_guard_stops_two_agents_answering_each_other_until_a_human_spea
     assert_eq!(turns, 6, "daemon log:\n{}", daemon.log());
     assert_eq!(handled.iter().sum::<usize>(), 5);
     let texts = channel_texts(&agents[0], "#loop").await;
-    let notices: Vec<&String> = texts.iter().filter(|t| t.starts_with("Pausing notifications of #loop")).collect();
+    let notices: Vec<&String> = texts
+        .iter()
+        .filter(|t| t.starts_with("Pausing notifications of #loop"))
+        .collect();
     assert_eq!(notices.len(), 1, "{texts:#?}");
 
     // A person speaks: pushes resume.
     say(&socket, runtime.path(), "#loop", "ann", "enough, you two").await;
     agents[0]
-        .call("send_message", json!({"channel": "#loop", "text": "@a2 sorry, one more"}))
+        .call(
+            "send_message",
+            json!({"channel": "#loop", "text": "@a2 sorry, one more"}),
+        )
         .await;
-    let pushed = agents[1].wait_for(CHANNEL, handled[1] + 1, Duration::from_secs(5)).await;
+    let pushed = agents[1]
+        .wait_for(CHANNEL, handled[1] + 1, Duration::from_secs(5))
+        .await;
     assert_eq!(
         pushed.last().unwrap().1["params"]["content"],
         "@a2 sorry, one more"
@@ -403,7 +485,13 @@ async fn approvals_go_to_a_channel_and_only_people_answer_them() {
     );
     let daemon = Daemon::start(&socket, runtime.path(), &["--config", &file]).await;
     let worker = RawClient::spawn(switchboard(
-        &["shim", "--socket", socket.to_str().unwrap(), "--nick", "worker"],
+        &[
+            "shim",
+            "--socket",
+            socket.to_str().unwrap(),
+            "--nick",
+            "worker",
+        ],
         runtime.path(),
     ));
     let init = worker.initialize().await;
@@ -414,19 +502,47 @@ async fn approvals_go_to_a_channel_and_only_people_answer_them() {
     );
     let other = shim(&socket, runtime.path(), "other").await;
 
-    worker.notify(PERMISSION_REQUEST, permission_request("abcde")).await;
+    worker
+        .notify(PERMISSION_REQUEST, permission_request("abcde"))
+        .await;
     let posted = wait_for_text(&other, "#approvals", "Approval abcde").await;
-    assert!(posted.contains("worker wants to run Bash: List the files of the repo"), "{posted}");
+    assert!(
+        posted.contains("worker wants to run Bash: List the files of the repo"),
+        "{posted}"
+    );
     assert!(posted.contains("{\"command\":\"ls -la\"}"), "{posted}");
-    assert!(posted.contains("yes abcde") && posted.contains("no abcde"), "{posted}");
+    assert!(
+        posted.contains("yes abcde") && posted.contains("no abcde"),
+        "{posted}"
+    );
 
     // An agent cannot answer, nor a person who is not an approver.
     other
-        .call("send_message", json!({"channel": "#approvals", "text": "yes abcde"}))
+        .call(
+            "send_message",
+            json!({"channel": "#approvals", "text": "yes abcde"}),
+        )
         .await;
-    wait_for_text(&other, "#approvals", "only a person can answer approvals; abcde is unchanged").await;
-    say(&socket, runtime.path(), "#approvals", "mallory", "yes abcde").await;
-    wait_for_text(&other, "#approvals", "mallory: you are not an approver here").await;
+    wait_for_text(
+        &other,
+        "#approvals",
+        "only a person can answer approvals; abcde is unchanged",
+    )
+    .await;
+    say(
+        &socket,
+        runtime.path(),
+        "#approvals",
+        "mallory",
+        "yes abcde",
+    )
+    .await;
+    wait_for_text(
+        &other,
+        "#approvals",
+        "mallory: you are not an approver here",
+    )
+    .await;
     assert!(worker.notifications(PERMISSION).is_empty());
 
     // An approver answers (nicks compare case-insensitively).
@@ -437,16 +553,28 @@ async fn approvals_go_to_a_channel_and_only_people_answer_them() {
         verdict[0].1["params"],
         json!({"request_id": "abcde", "behavior": "allow"})
     );
-    wait_for_text(&other, "#approvals", "abcde allowed by ANN: worker may run Bash.").await;
+    wait_for_text(
+        &other,
+        "#approvals",
+        "abcde allowed by ANN: worker may run Bash.",
+    )
+    .await;
 
     // Answered, unknown: a clear reply, nothing sent.
     say(&socket, runtime.path(), "#approvals", "zed", "no abcde").await;
-    wait_for_text(&other, "#approvals", "abcde was already answered (allow by ANN)").await;
+    wait_for_text(
+        &other,
+        "#approvals",
+        "abcde was already answered (allow by ANN)",
+    )
+    .await;
     say(&socket, runtime.path(), "#approvals", "zed", "no zzzzz").await;
     wait_for_text(&other, "#approvals", "there is no approval request zzzzz").await;
 
     // A denial.
-    worker.notify(PERMISSION_REQUEST, permission_request("fghij")).await;
+    worker
+        .notify(PERMISSION_REQUEST, permission_request("fghij"))
+        .await;
     wait_for_text(&other, "#approvals", "Approval fghij").await;
     say(&socket, runtime.path(), "#approvals", "zed", "n fghij").await;
     let verdict = worker.wait_for(PERMISSION, 2, Duration::from_secs(5)).await;
@@ -495,21 +623,33 @@ async fn an_expired_request_or_a_gone_agent_cannot_be_answered() {
     let runtime = runtime_dir();
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("relay.sock");
-    let file = config(dir.path(), "[chat.approvals]\nchannel = \"#ok\"\ntimeout_s = 1\n");
+    let file = config(
+        dir.path(),
+        "[chat.approvals]\nchannel = \"#ok\"\ntimeout_s = 1\n",
+    );
     let daemon = Daemon::start(&socket, runtime.path(), &["--config", &file]).await;
     let worker = shim(&socket, runtime.path(), "worker").await;
     let watcher = shim(&socket, runtime.path(), "watcher").await;
-    worker.notify(PERMISSION_REQUEST, permission_request("kqrst")).await;
+    worker
+        .notify(PERMISSION_REQUEST, permission_request("kqrst"))
+        .await;
     wait_for_text(&watcher, "#ok", "Approval kqrst").await;
     tokio::time::sleep(Duration::from_millis(1200)).await;
     say(&socket, runtime.path(), "#ok", "ann", "yes kqrst").await;
     wait_for_text(&watcher, "#ok", "ann: kqrst has expired; nothing was sent.").await;
 
-    worker.notify(PERMISSION_REQUEST, permission_request("uvwxy")).await;
+    worker
+        .notify(PERMISSION_REQUEST, permission_request("uvwxy"))
+        .await;
     wait_for_text(&watcher, "#ok", "Approval uvwxy").await;
     worker.close().await;
     say(&socket, runtime.path(), "#ok", "ann", "yes uvwxy").await;
-    wait_for_text(&watcher, "#ok", "worker has gone away; uvwxy cannot be answered").await;
+    wait_for_text(
+        &watcher,
+        "#ok",
+        "worker has gone away; uvwxy cannot be answered",
+    )
+    .await;
     watcher.close().await;
     daemon.stop().await;
 }
@@ -522,8 +662,8 @@ mod progress {
     use rmcp::{
         ClientHandler, RoleClient, ServiceExt,
         model::{
-            CallToolRequestParams, ClientCapabilities, ClientConfig, ClientRequest,
-            Implementation, ProgressNotificationParam, ProtocolVersion, Request, ServerResult,
+            CallToolRequestParams, ClientCapabilities, ClientConfig, ClientRequest, Implementation,
+            ProgressNotificationParam, ProtocolVersion, Request, ServerResult,
         },
         service::{NotificationContext, PeerRequestOptions, RunningService},
     };
@@ -614,15 +754,24 @@ async fn a_long_wait_reports_progress_over_stdio_http_and_the_shim() {
     let socket = dir.path().join("relay.sock");
     let daemon = Daemon::start(&socket, runtime.path(), &[]).await;
     let over_shim = async {
-        let cmd = switchboard(&["shim", "--socket", socket.to_str().unwrap()], runtime.path());
+        let cmd = switchboard(
+            &["shim", "--socket", socket.to_str().unwrap()],
+            runtime.path(),
+        );
         let (client, recorder) = progress::serve(TokioChildProcess::new(cmd).unwrap()).await;
         progress::wait_with_progress(&client, &recorder, 12).await
     };
     let (http, stdio, shim) = tokio::join!(over_http, over_stdio, over_shim);
     for (name, progress) in [("http", http), ("stdio", stdio), ("shim", shim)] {
         // At least one report within every 15 s of waiting.
-        assert!(!progress.is_empty(), "{name}: no progress during a 12 s wait");
-        assert!(progress.windows(2).all(|w| w[0].progress < w[1].progress), "{name}");
+        assert!(
+            !progress.is_empty(),
+            "{name}: no progress during a 12 s wait"
+        );
+        assert!(
+            progress.windows(2).all(|w| w[0].progress < w[1].progress),
+            "{name}"
+        );
     }
     daemon.stop().await;
 }
@@ -639,30 +788,69 @@ async fn bad_input_gets_clear_errors_and_changes_nothing() {
     ] {
         let result = bob.call(tool, args).await;
         assert_eq!(result["isError"], true, "{tool}");
-        assert!(result_text(&result).contains("pass nick"), "{tool}: {result}");
+        assert!(
+            result_text(&result).contains("pass nick"),
+            "{tool}: {result}"
+        );
     }
     let alice = http_client(&url, ProtocolVersion::V_2025_11_25).await;
     send(&alice, "#real", "alice", "hello").await;
     for (tool, args, expected) in [
-        ("join_channel", json!({"channel": "#nowhere", "nick": "bob"}), "there is no channel #nowhere"),
-        ("join_channel", json!({"channel": "#real", "nick": "bob", "leave": true}), "bob is not in #real"),
-        ("join_channel", json!({"channel": "#real", "nick": "bad nick"}), "nick:"),
-        ("join_channel", json!({"channel": "#re al", "nick": "bob"}), "contains"),
+        (
+            "join_channel",
+            json!({"channel": "#nowhere", "nick": "bob"}),
+            "there is no channel #nowhere",
+        ),
+        (
+            "join_channel",
+            json!({"channel": "#real", "nick": "bob", "leave": true}),
+            "bob is not in #real",
+        ),
+        (
+            "join_channel",
+            json!({"channel": "#real", "nick": "bad nick"}),
+            "nick:",
+        ),
+        (
+            "join_channel",
+            json!({"channel": "#re al", "nick": "bob"}),
+            "contains",
+        ),
         ("read_messages", json!({"nick": "1bob"}), "nick:"),
-        ("read_messages", json!({"nick": "bob", "since": "2026-01-01T00:00:00Z"}), "since needs a channel"),
+        (
+            "read_messages",
+            json!({"nick": "bob", "since": "2026-01-01T00:00:00Z"}),
+            "since needs a channel",
+        ),
         ("list_channels", json!({"nick": "b\u{7}b"}), "nick:"),
-        ("wait_for_messages", json!({"nick": "bob", "timeout_s": 99}), "timeout_s must be between 0 and 50"),
+        (
+            "wait_for_messages",
+            json!({"nick": "bob", "timeout_s": 99}),
+            "timeout_s must be between 0 and 50",
+        ),
     ] {
         let result = bob.call(tool, args.clone()).await;
         assert_eq!(result["isError"], true, "{tool} {args}");
-        assert!(result_text(&result).contains(expected), "{tool} {args}: {}", result_text(&result));
+        assert!(
+            result_text(&result).contains(expected),
+            "{tool} {args}: {}",
+            result_text(&result)
+        );
     }
     // Nothing changed: bob is in no channel and has read nothing.
     let channels = bob.call("list_channels", json!({"nick": "bob"})).await;
     assert_eq!(result_text(&channels), "- #real (1 member)");
 
     // A progress token of any JSON type: the call runs as usual.
-    for token in [json!({}), json!(true), json!(null), json!([1]), json!(1.5), json!("t"), json!(7)] {
+    for token in [
+        json!({}),
+        json!(true),
+        json!(null),
+        json!([1]),
+        json!(1.5),
+        json!("t"),
+        json!(7),
+    ] {
         let reply = bob
             .request(
                 "tools/call",
@@ -701,7 +889,13 @@ mod irc {
         carol.join("#dev").await;
         carol.join("#approvals").await;
         let worker = RawClient::spawn(switchboard(
-            &["shim", "--socket", socket.to_str().unwrap(), "--nick", "worker"],
+            &[
+                "shim",
+                "--socket",
+                socket.to_str().unwrap(),
+                "--nick",
+                "worker",
+            ],
             runtime.path(),
         ));
         let init = worker.initialize().await;
@@ -712,13 +906,25 @@ mod irc {
 
         // Joining is a real JOIN of the agent's own connection. A channel
         // switchboard has not been in is unknown until create_channel.
-        let unknown = worker.call("join_channel", json!({"channel": "#dev"})).await;
+        let unknown = worker
+            .call("join_channel", json!({"channel": "#dev"}))
+            .await;
         assert_eq!(unknown["isError"], true);
         worker.call("create_channel", json!({"name": "#dev"})).await;
-        let joined = worker.call("join_channel", json!({"channel": "#dev"})).await;
-        assert_eq!(result_text(&joined), "worker joined #dev", "{}", daemon.log());
+        let joined = worker
+            .call("join_channel", json!({"channel": "#dev"}))
+            .await;
+        assert_eq!(
+            result_text(&joined),
+            "worker joined #dev",
+            "{}",
+            daemon.log()
+        );
         carol
-            .expect(|l| l.is_from("worker", "JOIN") && l.param(0) == Some("#dev"), WAIT)
+            .expect(
+                |l| l.is_from("worker", "JOIN") && l.param(0) == Some("#dev"),
+                WAIT,
+            )
             .await;
         let members = worker.call("get_members", json!({"channel": "#dev"})).await;
         assert!(result_text(&members).contains("- worker"), "{members}");
@@ -727,16 +933,33 @@ mod irc {
         carol.privmsg("#dev", "worker: the deploy is stuck").await;
         let pushed = worker.wait_for(CHANNEL, 1, WAIT).await;
         assert_eq!(pushed.len(), 1, "daemon log:\n{}", daemon.log());
-        assert_eq!(pushed[0].1["params"]["content"], "worker: the deploy is stuck");
+        assert_eq!(
+            pushed[0].1["params"]["content"],
+            "worker: the deploy is stuck"
+        );
         assert_eq!(meta(&pushed[0].1)["sender"], "carol");
         assert_eq!(meta(&pushed[0].1)["sender_kind"], "human");
 
         // The agent asks for approval; the human answers on IRC.
-        worker.notify(PERMISSION_REQUEST, permission_request("mnopq")).await;
-        let asked = carol
-            .expect(|l| l.command == "PRIVMSG" && l.trailing().is_some_and(|t| t.contains("Approval mnopq")), WAIT)
+        worker
+            .notify(PERMISSION_REQUEST, permission_request("mnopq"))
             .await;
-        assert!(asked.trailing().unwrap().contains("worker wants to run Bash"), "{asked:?}");
+        let asked = carol
+            .expect(
+                |l| {
+                    l.command == "PRIVMSG"
+                        && l.trailing().is_some_and(|t| t.contains("Approval mnopq"))
+                },
+                WAIT,
+            )
+            .await;
+        assert!(
+            asked
+                .trailing()
+                .unwrap()
+                .contains("worker wants to run Bash"),
+            "{asked:?}"
+        );
         carol.privmsg("#approvals", "yes mnopq").await;
         let verdict = worker.wait_for(PERMISSION, 1, WAIT).await;
         assert_eq!(verdict.len(), 1, "daemon log:\n{}", daemon.log());
@@ -745,7 +968,13 @@ mod irc {
             json!({"request_id": "mnopq", "behavior": "allow"})
         );
         carol
-            .expect(|l| l.trailing().is_some_and(|t| t.contains("mnopq allowed by carol")), WAIT)
+            .expect(
+                |l| {
+                    l.trailing()
+                        .is_some_and(|t| t.contains("mnopq allowed by carol"))
+                },
+                WAIT,
+            )
             .await;
 
         // Leaving is a real PART.
@@ -754,7 +983,10 @@ mod irc {
             .await;
         assert_eq!(result_text(&left), "worker left #dev");
         carol
-            .expect(|l| l.is_from("worker", "PART") && l.param(0) == Some("#dev"), WAIT)
+            .expect(
+                |l| l.is_from("worker", "PART") && l.param(0) == Some("#dev"),
+                WAIT,
+            )
             .await;
         worker.close().await;
         carol.quit().await;

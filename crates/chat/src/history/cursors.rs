@@ -104,12 +104,15 @@ impl Cursors {
     /// Every cursor of the identity.
     pub(super) fn all(&self, identity: &str) -> Vec<CursorView> {
         let state = self.state();
-        state.identities.get(identity).map_or_else(Vec::new, |channels| {
-            channels
-                .iter()
-                .map(|(&id, cursor)| state.view(id, cursor))
-                .collect()
-        })
+        state
+            .identities
+            .get(identity)
+            .map_or_else(Vec::new, |channels| {
+                channels
+                    .iter()
+                    .map(|(&id, cursor)| state.view(id, cursor))
+                    .collect()
+            })
     }
 
     /// Identities that have joined the channel.

@@ -474,7 +474,8 @@ impl History {
     /// Every channel, ordered by key.
     pub fn channel_rows(&self) -> Result<Vec<ChannelRow>, HistoryError> {
         self.with_reader(|conn| {
-            let mut stmt = conn.prepare_cached("SELECT id, key, name FROM channels ORDER BY key")?;
+            let mut stmt =
+                conn.prepare_cached("SELECT id, key, name FROM channels ORDER BY key")?;
             stmt.query_map([], channel_row)?.collect()
         })
     }
@@ -584,7 +585,8 @@ impl History {
             return Ok(view);
         }
         if change == Change::Created {
-            let own = self.with_reader(|conn| own_after(conn, identity, channel_id, view.read_seq))?;
+            let own =
+                self.with_reader(|conn| own_after(conn, identity, channel_id, view.read_seq))?;
             self.shared.cursors.add_own(identity, channel_id, &own);
         }
         let op = Op::SaveCursor {

@@ -95,29 +95,24 @@ impl Writer {
             elapsed_us = started.elapsed().as_micros() as u64,
             "history group committed"
         );
-        if let Some(shared) = self.shared.upgrade() {
-            if result.is_ok() {
-                let stored: Vec<Message> = group
-                    .iter()
-                    .filter_map(|op| match op {
-                        Op::Append { stored, .. } => Some(stored.iter().cloned()),
-                        _ => None,
-                    })
-                    .flatten()
-                    .collect();
-                shared.cursors.committed(&stored);
-                shared.commits.fetch_add(1, Ordering::Release);
-                let mut touched: Vec<String> = stored
-                    .iter()
-                    .map(|m| m.channel_key.clone())
-                    .collect();
-                touched.sort_unstable();
-                touched.dedup();
-                shared.watchers.bump(touched.iter().map(String::as_str));
-                if !stored.is_empty() {
-                    // Nobody listening is fine: the feed is best effort.
-                    let _ = shared.feed.send(stored.into());
-                }
+        if let (Some(shared), true) = (self.shared.upgrade(), result.is_ok()) {
+            let stored: Vec<Message> = group
+                .iter()
+                .filter_map(|op| match op {
+                    Op::Append { stored, .. } => Some(stored.iter().cloned()),
+                    _ => None,
+                })
+                .flatten()
+                .collect();
+            shared.cursors.committed(&stored);
+            shared.commits.fetch_add(1, Ordering::Release);
+            let mut touched: Vec<&str> = stored.iter().map(|m| m.channel_key.as_str()).collect();
+            touched.sort_unstable();
+            touched.dedup();
+            shared.watchers.bump(touched);
+            if !stored.is_empty() {
+                // Nobody listening is fine: the feed is best effort.
+                let _ = shared.feed.send(stored.into());
             }
         }
         let failure = result.err().map(|e| e.to_string());

@@ -659,10 +659,7 @@ impl ChatBackend for IrcBackend {
             let said = async {
                 inner.observer.join(channel).await?;
                 let noop: BeforeWrite = Box::new(|_: &str, _: &[&str]| {});
-                inner
-                    .observer
-                    .send(channel, vec![text.clone()], noop)
-                    .await
+                inner.observer.send(channel, vec![text.clone()], noop).await
             };
             tokio::time::timeout(timeout, said)
                 .await
@@ -727,7 +724,12 @@ impl ChatBackend for IrcBackend {
                     ))
                 })?
                 .map_err(|e| ChatError::Network(format!("{nick} cannot join {channel}: {e}")))?;
-            if let Some(slot) = inner.senders.lock().expect("senders lock").get_mut(nick.key()) {
+            if let Some(slot) = inner
+                .senders
+                .lock()
+                .expect("senders lock")
+                .get_mut(nick.key())
+            {
                 slot.present_in.insert(channel.key().to_owned());
             }
             Ok(())

@@ -38,8 +38,7 @@ pub(super) fn tool_definitions() -> Vec<Tool> {
         "required": ["messages"]
     });
     let channel = json!({"type": "string", "description": "Channel, e.g. #general"});
-    let inbox_channel =
-        json!({"type": "string", "description": "Channel; omit for your inbox (unread + mentions)"});
+    let inbox_channel = json!({"type": "string", "description": "Channel; omit for your inbox (unread + mentions)"});
     let since = json!({"type": "string", "description": "ISO 8601 time; only newer messages"});
     let nick = json!({"type": "string", "description": "Your nick, if this session has none yet"});
     let read_only = ToolAnnotations::new()

@@ -239,7 +239,9 @@ Events are not marked read: read_messages shows everything.",
                 approvals.request(session, &notification.params);
             }
             (None, approvals::REQUEST_METHOD) => {
-                tracing::debug!("a permission request arrived but chat.approvals is not configured");
+                tracing::debug!(
+                    "a permission request arrived but chat.approvals is not configured"
+                );
             }
             _ => {}
         }
@@ -315,7 +317,12 @@ impl ChatTools {
     }
 
     /// Like [`ChatTools::me`], for tools that need to know.
-    fn require_me(&self, explicit: Option<&str>, caller: &Caller, tool: &str) -> Result<Nick, ToolError> {
+    fn require_me(
+        &self,
+        explicit: Option<&str>,
+        caller: &Caller,
+        tool: &str,
+    ) -> Result<Nick, ToolError> {
         self.me(explicit, caller)?.ok_or_else(|| {
             ToolError::new(format!(
                 "{tool} needs to know who you are: pass nick (your chat nick), or send a message first"
@@ -325,7 +332,11 @@ impl ChatTools {
 
     /// The stored channel behind `channel`, if it exists.
     fn channel_id(&self, channel: &Channel) -> Result<Option<i64>, ToolError> {
-        Ok(self.history.channel_row(channel.key()).map_err(fail)?.map(|r| r.id))
+        Ok(self
+            .history
+            .channel_row(channel.key())
+            .map_err(fail)?
+            .map(|r| r.id))
     }
 
     /// `me` read the channel up to `seq` (and is in it).
@@ -365,7 +376,10 @@ impl ChatTools {
             None => self.channel_id(&channel)?,
         };
         if let Some(id) = channel_id
-            && !self.history.cursor(sender.key(), id).is_some_and(|c| c.joined)
+            && !self
+                .history
+                .cursor(sender.key(), id)
+                .is_some_and(|c| c.joined)
         {
             self.inbox
                 .join(&sender, rules.casemapping, id)
@@ -394,7 +408,8 @@ impl ChatTools {
                     "since needs a channel; your inbox holds what you have not read",
                 ));
             }
-            let me = self.require_me(p.nick.as_deref(), caller, "read_messages without a channel")?;
+            let me =
+                self.require_me(p.nick.as_deref(), caller, "read_messages without a channel")?;
             return self.read_inbox(&me, limit, false);
         };
         let channel = self.channel(raw)?;
@@ -450,7 +465,12 @@ impl ChatTools {
     }
 
     /// Reads `me`'s inbox and marks what it returns read.
-    fn read_inbox(&self, me: &Nick, limit: usize, timed_out: bool) -> Result<ToolOutput, ToolError> {
+    fn read_inbox(
+        &self,
+        me: &Nick,
+        limit: usize,
+        timed_out: bool,
+    ) -> Result<ToolOutput, ToolError> {
         let map = self.backend.rules().casemapping;
         let items = self.inbox.peek(me, map, limit).map_err(fail)?;
         self.inbox.mark_read(me, &items).map_err(fail)?;
@@ -502,13 +522,19 @@ impl ChatTools {
             let Ok(channel) = rules.channel(name) else {
                 continue;
             };
-            let members = self.backend.members(&channel).await.map(|m| m.len()).unwrap_or(0);
+            let members = self
+                .backend
+                .members(&channel)
+                .await
+                .map(|m| m.len())
+                .unwrap_or(0);
             let count = ids
                 .get(channel.key())
                 .and_then(|id| counts.get(id))
                 .copied()
                 .unwrap_or_default();
-            let plural = |n: i64, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });
+            let plural =
+                |n: i64, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });
             let mut line = format!("{name} ({}", plural(members as i64, "member"));
             if me.is_some() {
                 if count.joined {
@@ -551,7 +577,11 @@ impl ChatTools {
         ))
     }
 
-    async fn wait_for_messages(&self, p: WaitParams, caller: &Caller) -> Result<ToolOutput, ToolError> {
+    async fn wait_for_messages(
+        &self,
+        p: WaitParams,
+        caller: &Caller,
+    ) -> Result<ToolOutput, ToolError> {
         let timeout = p.timeout_s.unwrap_or(WAIT_DEFAULT_S);
         if !(0.0..=WAIT_MAX_S).contains(&timeout) {
             return Err(ToolError::new(format!(
@@ -565,7 +595,11 @@ impl ChatTools {
                     "since needs a channel; your inbox holds what you have not read",
                 ));
             }
-            let me = self.require_me(p.nick.as_deref(), caller, "wait_for_messages without a channel")?;
+            let me = self.require_me(
+                p.nick.as_deref(),
+                caller,
+                "wait_for_messages without a channel",
+            )?;
             return self.wait_inbox(&me, timeout, caller).await;
         };
         let me = self.me(p.nick.as_deref(), caller)?;
@@ -595,7 +629,12 @@ impl ChatTools {
     }
 
     /// Blocks until `me`'s inbox has something (or `timeout`), then reads it.
-    async fn wait_inbox(&self, me: &Nick, timeout: Duration, caller: &Caller) -> Result<ToolOutput, ToolError> {
+    async fn wait_inbox(
+        &self,
+        me: &Nick,
+        timeout: Duration,
+        caller: &Caller,
+    ) -> Result<ToolOutput, ToolError> {
         let map = self.backend.rules().casemapping;
         let deadline = tokio::time::Instant::now() + timeout;
         // Subscribed before looking, so nothing committed in between is missed.

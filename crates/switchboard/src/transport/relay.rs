@@ -18,9 +18,7 @@ use std::{
     time::Duration,
 };
 
-use switchboard_relay::{
-    Call, Event, Handle, PeerInfo, Tool, ToolHandler, ToolResult, events,
-};
+use switchboard_relay::{Call, Event, Handle, PeerInfo, Tool, ToolHandler, ToolResult, events};
 use switchboard_toolset::{Caller, Notification, Session, call_timeout};
 use tokio::sync::mpsc;
 

@@ -508,8 +508,9 @@ impl RawClient {
             .stderr(Stdio::piped())
             .spawn()
             .expect("spawn the server");
-        let pending: Arc<Mutex<std::collections::HashMap<i64, tokio::sync::oneshot::Sender<Value>>>> =
-            Arc::default();
+        let pending: Arc<
+            Mutex<std::collections::HashMap<i64, tokio::sync::oneshot::Sender<Value>>>,
+        > = Arc::default();
         let notes: Arc<Mutex<Vec<Received>>> = Arc::default();
         let arrived = Arc::new(tokio::sync::Notify::new());
         let stderr = Arc::new(Mutex::new(String::new()));
@@ -527,7 +528,10 @@ impl RawClient {
                             }
                         }
                         _ => {
-                            notes.lock().unwrap().push((std::time::Instant::now(), message));
+                            notes
+                                .lock()
+                                .unwrap()
+                                .push((std::time::Instant::now(), message));
                             arrived.notify_waiters();
                         }
                     }
@@ -560,17 +564,23 @@ impl RawClient {
     pub async fn send_line(&self, line: &str) {
         use tokio::io::AsyncWriteExt;
         let mut stdin = self.stdin.lock().await;
-        stdin.write_all(line.as_bytes()).await.expect("write to the server");
+        stdin
+            .write_all(line.as_bytes())
+            .await
+            .expect("write to the server");
         stdin.write_all(b"\n").await.expect("write to the server");
         stdin.flush().await.expect("flush to the server");
     }
 
     /// Sends a request and waits (up to 70 s) for its response.
     pub async fn request(&self, method: &str, params: Value) -> Value {
-        let id = self.next_id.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let id = self
+            .next_id
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let (tx, rx) = tokio::sync::oneshot::channel();
         self.pending.lock().unwrap().insert(id, tx);
-        let line = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let line =
+            serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         self.send_line(&line.to_string()).await;
         tokio::time::timeout(Duration::from_secs(70), rx)
             .await
@@ -596,7 +606,8 @@ impl RawClient {
                 }),
             )
             .await;
-        self.notify("notifications/initialized", serde_json::json!({})).await;
+        self.notify("notifications/initialized", serde_json::json!({}))
+            .await;
         reply["result"].clone()
     }
 
