@@ -233,10 +233,10 @@ fn nick_char(c: char) -> bool {
 /// ```
 /// # use switchboard_chat::{CaseMapping, inbox::mentions};
 /// let map = CaseMapping::Rfc1459;
-/// for text in ["alice: look", "ok, Alice", "@ALICE please", "thanks alice.", "[alice]"] {
+/// for text in ["alice: look", "ok, Alice", "@ALICE please", "thanks alice.", "(alice)"] {
 ///     assert!(mentions(text, "alice", map), "{text}");
 /// }
-/// for text in ["alicebob", "alice-2: hi", "malice", "al ice"] {
+/// for text in ["alicebob", "alice-2: hi", "malice", "al ice", "[alice]"] {
 ///     assert!(!mentions(text, "alice", map), "{text}");
 /// }
 /// assert!(mentions("ping Bob[1]", "bob{1}", map));
@@ -275,7 +275,7 @@ fn fts_phrase(nick_key: &str) -> Option<String> {
 mod tests {
     use super::*;
     use crate::{
-        history::{Durability, Location, NewMessage},
+        history::{Durability, Location, NewMessage, tests::msg as line},
         names::NameRules,
     };
 
@@ -285,20 +285,6 @@ mod tests {
             .enable_all()
             .build()
             .unwrap()
-    }
-
-    fn line(channel: &str, nick: &str, text: &str) -> NewMessage {
-        let rules = NameRules::default();
-        NewMessage {
-            channel: rules.channel(channel).unwrap(),
-            nick: nick.into(),
-            nick_key: rules.fold(nick),
-            text: text.into(),
-            time: None,
-            msgid: None,
-            replayed: false,
-            kind: SenderKind::Agent,
-        }
     }
 
     #[test]

@@ -48,15 +48,8 @@ impl ChatBackend for LocalHub {
             let count = lines.len();
             let messages = lines
                 .into_iter()
-                .map(|text| NewMessage {
-                    channel: channel.clone(),
-                    nick: sender.name().to_owned(),
-                    nick_key: sender.key().to_owned(),
-                    text,
-                    time: None,
-                    msgid: None,
-                    replayed: false,
-                    kind,
+                .map(|text| {
+                    NewMessage::live(channel.clone(), sender.name(), sender.key(), text, kind)
                 })
                 .collect();
             let stored = self.history.append(messages).await?;
@@ -76,18 +69,14 @@ impl ChatBackend for LocalHub {
         text: String,
     ) -> BoxFuture<'a, Result<(), ChatError>> {
         async move {
-            self.history
-                .append(vec![NewMessage {
-                    channel: channel.clone(),
-                    nick: SYSTEM_NICK.to_owned(),
-                    nick_key: SYSTEM_NICK.to_owned(),
-                    text,
-                    time: None,
-                    msgid: None,
-                    replayed: false,
-                    kind: SenderKind::System,
-                }])
-                .await?;
+            let notice = NewMessage::live(
+                channel.clone(),
+                SYSTEM_NICK,
+                SYSTEM_NICK,
+                text,
+                SenderKind::System,
+            );
+            self.history.append(vec![notice]).await?;
             Ok(())
         }
         .boxed()

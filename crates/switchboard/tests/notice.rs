@@ -222,14 +222,17 @@ async fn a_session_over_the_rate_gets_a_summary() {
 
 // --- the daemon and its shims ------------------------------------------------
 
-/// `switchboard shim --socket <socket> --nick <nick>`, driven by a raw
-/// client and initialized.
-async fn shim(socket: &Path, runtime: &Path, nick: &str) -> RawClient {
-    let cmd = switchboard(
+/// `switchboard shim --socket <socket> --nick <nick>` under a raw client.
+fn shim_client(socket: &Path, runtime: &Path, nick: &str) -> RawClient {
+    RawClient::spawn(switchboard(
         &["shim", "--socket", socket.to_str().unwrap(), "--nick", nick],
         runtime,
-    );
-    let client = RawClient::spawn(cmd);
+    ))
+}
+
+/// [`shim_client`], initialized.
+async fn shim(socket: &Path, runtime: &Path, nick: &str) -> RawClient {
+    let client = shim_client(socket, runtime, nick);
     client.initialize().await;
     client
 }
@@ -280,16 +283,7 @@ async fn shims_on_the_daemon_are_pushed_mentions_and_keep_them_unread() {
     let socket = dir.path().join("relay.sock");
     let daemon = Daemon::start(&socket, runtime.path(), &[]).await;
     let alice = shim(&socket, runtime.path(), "alice").await;
-    let bob = RawClient::spawn(switchboard(
-        &[
-            "shim",
-            "--socket",
-            socket.to_str().unwrap(),
-            "--nick",
-            "bob",
-        ],
-        runtime.path(),
-    ));
+    let bob = shim_client(&socket, runtime.path(), "bob");
     let init = bob.initialize().await;
     assert_eq!(
         init["capabilities"]["experimental"]["claude/channel"],
@@ -484,16 +478,7 @@ async fn approvals_go_to_a_channel_and_only_people_answer_them() {
         "[chat.approvals]\nchannel = \"#approvals\"\napprovers = [\"ann\", \"Zed\"]\n",
     );
     let daemon = Daemon::start(&socket, runtime.path(), &["--config", &file]).await;
-    let worker = RawClient::spawn(switchboard(
-        &[
-            "shim",
-            "--socket",
-            socket.to_str().unwrap(),
-            "--nick",
-            "worker",
-        ],
-        runtime.path(),
-    ));
+    let worker = shim_client(&socket, runtime.path(), "worker");
     let init = worker.initialize().await;
     assert_eq!(
         init["capabilities"]["experimental"]["claude/channel/permission"],
@@ -888,16 +873,7 @@ mod irc {
         let carol = Human::connect(&server, "carol").await;
         carol.join("#dev").await;
         carol.join("#approvals").await;
-        let worker = RawClient::spawn(switchboard(
-            &[
-                "shim",
-                "--socket",
-                socket.to_str().unwrap(),
-                "--nick",
-                "worker",
-            ],
-            runtime.path(),
-        ));
+        let worker = shim_client(&socket, runtime.path(), "worker");
         let init = worker.initialize().await;
         assert_eq!(
             init["capabilities"]["experimental"],

@@ -150,6 +150,29 @@ pub struct NewMessage {
     pub kind: SenderKind,
 }
 
+impl NewMessage {
+    /// A message said now, by `nick` (whose folded form is `nick_key`):
+    /// the writer stamps it; it is nobody's replay.
+    pub fn live(
+        channel: Channel,
+        nick: impl Into<String>,
+        nick_key: impl Into<String>,
+        text: impl Into<String>,
+        kind: SenderKind,
+    ) -> Self {
+        Self {
+            channel,
+            nick: nick.into(),
+            nick_key: nick_key.into(),
+            text: text.into(),
+            time: None,
+            msgid: None,
+            replayed: false,
+            kind,
+        }
+    }
+}
+
 /// A history operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum HistoryError {
@@ -793,24 +816,16 @@ fn create_parent(path: &Path) -> Result<(), HistoryError> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::time::Instant;
 
     use super::*;
     use crate::names::NameRules;
 
-    fn msg(channel: &str, nick: &str, text: &str) -> NewMessage {
+    pub(crate) fn msg(channel: &str, nick: &str, text: &str) -> NewMessage {
         let rules = NameRules::default();
-        NewMessage {
-            channel: rules.channel(channel).unwrap(),
-            nick: nick.into(),
-            nick_key: rules.fold(nick),
-            text: text.into(),
-            time: None,
-            msgid: None,
-            replayed: false,
-            kind: SenderKind::Agent,
-        }
+        let channel = rules.channel(channel).unwrap();
+        NewMessage::live(channel, nick, rules.fold(nick), text, SenderKind::Agent)
     }
 
     fn runtime() -> tokio::runtime::Runtime {

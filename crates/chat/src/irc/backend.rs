@@ -676,19 +676,9 @@ impl ChatBackend for IrcBackend {
                 _ => inner.settings.observer_nick.clone(),
             };
             let map = inner.observer.info().rules.casemapping;
-            inner
-                .history
-                .append(vec![NewMessage {
-                    channel: channel.clone(),
-                    nick_key: map.fold(&nick),
-                    nick,
-                    text,
-                    time: None,
-                    msgid: None,
-                    replayed: false,
-                    kind: SenderKind::System,
-                }])
-                .await?;
+            let key = map.fold(&nick);
+            let notice = NewMessage::live(channel.clone(), nick, key, text, SenderKind::System);
+            inner.history.append(vec![notice]).await?;
             Ok(())
         }
         .boxed()
