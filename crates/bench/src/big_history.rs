@@ -82,16 +82,13 @@ async fn fill(path: &Path, count: usize) -> anyhow::Result<()> {
         let batch = (start..count.min(start + BATCH))
             .map(|i| {
                 let nick = &nicks[i % nicks.len()];
-                NewMessage {
-                    channel: channel.clone(),
-                    nick: nick.name().to_owned(),
-                    nick_key: nick.key().to_owned(),
-                    text: message_text(i),
-                    time: None,
-                    msgid: None,
-                    replayed: false,
-                    kind: SenderKind::Agent,
-                }
+                NewMessage::live(
+                    channel.clone(),
+                    nick.name(),
+                    nick.key(),
+                    message_text(i),
+                    SenderKind::Agent,
+                )
             })
             .collect();
         history.append(batch).await?;
@@ -105,7 +102,7 @@ async fn fill(path: &Path, count: usize) -> anyhow::Result<()> {
 }
 
 /// A plausible chat line of 8 to 15 words, different for every `i`.
-fn message_text(i: usize) -> String {
+pub fn message_text(i: usize) -> String {
     const WORDS: &[&str] = &[
         "build",
         "deploy",

@@ -23,6 +23,10 @@
 //!   stdin to its PRIVMSG on the wire (p50 of 500 sequential sends), the
 //!   observer's ingest of 100,000 channel messages into the history, and
 //!   resident memory with 200 agent nicks connected at once.
+//! - `notice` ([`notice`]): pushes fanned out to 200 shim sessions, 1,000
+//!   blocked `wait_for_messages` over Streamable HTTP woken at once, the
+//!   daemon's memory per subscribed or waiting session, and `list_channels`
+//!   with unread counts over 100 channels of 100,000 messages.
 //!
 //! The clients are built to cost far less than the server: a hand-written
 //! JSON-RPC client over the child's pipes (ids correlate concurrent calls on
@@ -31,13 +35,15 @@
 //! about one core. The CPU each side used is reported with every workload.
 //!
 //! `--quick` is a smoke run: 10 cold starts, 1 round, 100,000 messages, 500
-//! reads (and relay calls), 200 IRC sends, 20,000 IRC channel messages. The
+//! reads (and relay calls), 200 IRC sends, 20,000 IRC channel messages, 50
+//! pushed sessions, 100 channels of 10,000 messages. The
 //! exit status is 1 when a section could not be measured, not when a target
 //! is missed.
 
 mod big_history;
 mod cold_start;
 mod irc;
+mod notice;
 mod relay;
 mod report;
 mod rpc;
@@ -90,6 +96,7 @@ enum Section {
     Rss,
     Relay,
     Irc,
+    Notice,
 }
 
 impl Section {
@@ -101,6 +108,7 @@ impl Section {
             Section::Rss => "rss",
             Section::Relay => "relay",
             Section::Irc => "irc",
+            Section::Notice => "notice",
         }
     }
 }
@@ -119,6 +127,10 @@ pub struct Plan {
     pub irc_sends: usize,
     /// Channel messages the IRC observer ingests.
     pub irc_messages: usize,
+    /// Shim sessions one message is pushed to.
+    pub fan_out: usize,
+    /// Messages in each of the unread-count history's channels.
+    pub channel_messages: usize,
     pub cache_dir: PathBuf,
     /// Rebuild the cached large history (cleared once rebuilt).
     pub fresh: Cell<bool>,
@@ -142,6 +154,8 @@ impl Plan {
             reads,
             irc_sends: if cli.quick { 200 } else { 500 },
             irc_messages: if cli.quick { 20_000 } else { 100_000 },
+            fan_out: if cli.quick { 50 } else { 200 },
+            channel_messages: if cli.quick { 10_000 } else { 100_000 },
             cache_dir,
             fresh: Cell::new(cli.fresh),
         }
@@ -192,6 +206,7 @@ fn run(cli: &Cli) -> anyhow::Result<Report> {
             Section::Rss => runtime.block_on(rss::section(&switchboard, &plan, &mut report)),
             Section::Relay => runtime.block_on(relay::section(&switchboard, &plan, &mut report)),
             Section::Irc => runtime.block_on(irc::section(&switchboard, &plan, &mut report)),
+            Section::Notice => runtime.block_on(notice::section(&switchboard, &plan, &mut report)),
         };
         if let Err(e) = result {
             eprintln!("section {} failed: {e:#}", section.name());

@@ -33,6 +33,7 @@ pub enum Unit {
     Micros,
     CallsPerSec,
     MessagesPerSec,
+    Kibibytes,
     Mebibytes,
     Count,
 }
@@ -44,6 +45,7 @@ impl Unit {
             Unit::Micros => format!("{value:.0} µs"),
             Unit::CallsPerSec => format!("{} calls/s", thousands(value)),
             Unit::MessagesPerSec => format!("{} messages/s", thousands(value)),
+            Unit::Kibibytes => format!("{value:.1} KiB"),
             Unit::Mebibytes => format!("{value:.1} MiB"),
             Unit::Count => thousands(value),
         }

@@ -212,6 +212,16 @@ impl Server {
         }
     }
 
+    /// A child started elsewhere (whose stderr is not captured), killed
+    /// when dropped.
+    pub fn adopt(child: Child) -> Self {
+        Self {
+            child,
+            log: Arc::default(),
+            scratch: None,
+        }
+    }
+
     pub fn pid(&self) -> anyhow::Result<u32> {
         self.child.id().context("switchboard has exited")
     }
