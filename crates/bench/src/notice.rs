@@ -84,7 +84,11 @@ struct Agent {
     reader: JoinHandle<()>,
 }
 
-async fn fan_out(switchboard: &Switchboard, plan: &Plan, report: &mut Report) -> anyhow::Result<()> {
+async fn fan_out(
+    switchboard: &Switchboard,
+    plan: &Plan,
+    report: &mut Report,
+) -> anyhow::Result<()> {
     let work = tempfile::tempdir()?;
     let socket = work.path().join("relay.sock");
     let daemon = switchboard.start_relay(&socket, Data::Ephemeral).await?;
@@ -103,7 +107,12 @@ async fn fan_out(switchboard: &Switchboard, plan: &Plan, report: &mut Report) ->
     let text = format!("{}: please pull and rebuild", everyone.join(", "));
     let mut samples = Vec::with_capacity(count * ROUNDS);
     for round in 0..ROUNDS {
-        let acked = call(&link, "send_message", json!({"channel": "#all", "text": text})).await?;
+        let acked = call(
+            &link,
+            "send_message",
+            json!({"channel": "#all", "text": text}),
+        )
+        .await?;
         let deadline = Instant::now() + Duration::from_secs(10);
         while agents
             .iter()
@@ -150,8 +159,13 @@ async fn fan_out(switchboard: &Switchboard, plan: &Plan, report: &mut Report) ->
 
 /// `switchboard-shim --socket SOCKET --nick NICK`, initialized, its pushes
 /// timed as they arrive.
-async fn start_agent(switchboard: &Switchboard, socket: &Path, nick: &str) -> anyhow::Result<Agent> {
-    let mut cmd = tokio::process::Command::from(switchboard.shim_command(socket, ShimStart::Binary));
+async fn start_agent(
+    switchboard: &Switchboard,
+    socket: &Path,
+    nick: &str,
+) -> anyhow::Result<Agent> {
+    let mut cmd =
+        tokio::process::Command::from(switchboard.shim_command(socket, ShimStart::Binary));
     cmd.args(["--nick", nick])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -161,14 +175,24 @@ async fn start_agent(switchboard: &Switchboard, socket: &Path, nick: &str) -> an
     let mut stdin = child.stdin.take().context("stdin is piped")?;
     let stdout = child.stdout.take().context("stdout is piped")?;
     stdin
-        .write_all(format!("{}\n{}\n", rpc::request(1, "initialize", &rpc::initialize_params()), rpc::INITIALIZED).as_bytes())
+        .write_all(
+            format!(
+                "{}\n{}\n",
+                rpc::request(1, "initialize", &rpc::initialize_params()),
+                rpc::INITIALIZED
+            )
+            .as_bytes(),
+        )
         .await?;
     let mut lines = BufReader::new(stdout).lines();
     let first = tokio::time::timeout(Duration::from_secs(10), lines.next_line())
         .await
         .context("the shim did not answer initialize")??
         .context("the shim closed stdout")?;
-    ensure!(first.contains("\"claude/channel\""), "the shim offered no channel events: {first:.300}");
+    ensure!(
+        first.contains("\"claude/channel\""),
+        "the shim offered no channel events: {first:.300}"
+    );
     let arrivals = Arc::new(Mutex::new(Vec::new()));
     let reader = {
         let arrivals = arrivals.clone();
@@ -212,13 +236,18 @@ async fn subscribed_memory(switchboard: &Switchboard, report: &mut Report) -> an
         ..Hello::new("switchboard-bench")
     };
     let (first, _first_in) = Link::connect_as(&socket, Duration::from_secs(1), hello(0)).await?;
-    first.wait_welcome(Duration::from_secs(5)).await.context("no welcome")?;
+    first
+        .wait_welcome(Duration::from_secs(5))
+        .await
+        .context("no welcome")?;
     tokio::time::sleep(Duration::from_millis(200)).await;
     let before = Memory::of(daemon.pid()?)?;
     let mut links = Vec::with_capacity(SESSIONS);
     for i in 1..=SESSIONS {
         let (link, incoming) = Link::connect_as(&socket, Duration::from_secs(1), hello(i)).await?;
-        link.wait_welcome(Duration::from_secs(5)).await.context("no welcome")?;
+        link.wait_welcome(Duration::from_secs(5))
+            .await
+            .context("no welcome")?;
         links.push((link, incoming));
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -247,7 +276,10 @@ async fn blocked_waits(switchboard: &Switchboard, report: &mut Report) -> anyhow
     eprintln!("- wake-up: {SESSIONS} wait_for_messages blocked over Streamable HTTP");
     let mut sender = HttpSession::open(addr).await?;
     sender
-        .request("tools/call", &rpc::tool_params("create_channel", json!({"name": "#wake"})))
+        .request(
+            "tools/call",
+            &rpc::tool_params("create_channel", json!({"name": "#wake"})),
+        )
         .await?
         .ok()?;
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -267,7 +299,13 @@ async fn blocked_waits(switchboard: &Switchboard, report: &mut Report) -> anyhow
     tokio::time::sleep(Duration::from_secs(2)).await;
     let blocked = Memory::of(daemon.pid()?)?;
     let reply = sender
-        .request("tools/call", &rpc::tool_params("send_message", json!({"channel": "#wake", "text": "wake up", "sender": "bell"})))
+        .request(
+            "tools/call",
+            &rpc::tool_params(
+                "send_message",
+                json!({"channel": "#wake", "text": "wake up", "sender": "bell"}),
+            ),
+        )
         .await?
         .ok()?;
     let acked = Instant::now();
@@ -276,18 +314,28 @@ async fn blocked_waits(switchboard: &Switchboard, report: &mut Report) -> anyhow
     for wait in waits {
         let (at, reply) = wait.await?;
         let reply = reply?.ok()?;
-        ensure!(reply.text.contains("wake up"), "a wait returned without the message: {:.300}", reply.text);
+        ensure!(
+            reply.text.contains("wake up"),
+            "a wait returned without the message: {:.300}",
+            reply.text
+        );
         samples.push(at.saturating_duration_since(acked));
     }
     let ms = millis(&samples);
     report.rows.push(
         Row::new(
-            format!("{SESSIONS} blocked wait_for_messages over Streamable HTTP woken by one send (p99)"),
+            format!(
+                "{SESSIONS} blocked wait_for_messages over Streamable HTTP woken by one send (p99)"
+            ),
             percentile(&ms, 99.0),
             Unit::Millis,
             Target::AtMost(WAKE_P99_MS),
         )
-        .detail(format!("p50 {}, all {} woken", Unit::Millis.show(percentile(&ms, 50.0)), samples.len())),
+        .detail(format!(
+            "p50 {}, all {} woken",
+            Unit::Millis.show(percentile(&ms, 50.0)),
+            samples.len()
+        )),
     );
     let per = (blocked.rss_kib as f64 - before.rss_kib as f64) / SESSIONS as f64;
     report.rows.push(Row::new(
@@ -299,23 +347,36 @@ async fn blocked_waits(switchboard: &Switchboard, report: &mut Report) -> anyhow
     daemon.stop().await
 }
 
-async fn unread_counts(switchboard: &Switchboard, plan: &Plan, report: &mut Report) -> anyhow::Result<()> {
+async fn unread_counts(
+    switchboard: &Switchboard,
+    plan: &Plan,
+    report: &mut Report,
+) -> anyhow::Result<()> {
     let dir = filled(plan, report).await?;
     // A scratch copy: the reader's cursors are written into it.
     let scratch = tempfile::tempdir()?;
     std::fs::copy(dir.join("history.db"), scratch.path().join("history.db"))?;
-    set_cursors(&scratch.path().join("history.db"), plan.channel_messages / 2)?;
+    set_cursors(
+        &scratch.path().join("history.db"),
+        plan.channel_messages / 2,
+    )?;
     let mut cmd = tokio::process::Command::from(
         switchboard.command(&["--stdio", "--nick", READER], Data::Dir(scratch.path())),
     );
-    cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null()).kill_on_drop(true);
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true);
     let started = Instant::now();
     let mut child = cmd.spawn()?;
     let connection = StdioConnection::open(&mut child).await?;
     let opened = started.elapsed();
     let mut client = connection.client.clone();
     let per_channel = thousands(plan.channel_messages as f64);
-    eprintln!("- list_channels with {CHANNELS} channels × {per_channel} messages ({} calls)", plan.reads);
+    eprintln!(
+        "- list_channels with {CHANNELS} channels × {per_channel} messages ({} calls)",
+        plan.reads
+    );
     let first = client
         .request("tools/call", &rpc::tool_params("list_channels", json!({})))
         .await?
@@ -366,7 +427,10 @@ fn set_cursors(db: &Path, read_seq: usize) -> anyhow::Result<()> {
         rusqlite::params![READER, read_seq as i64],
     )?;
     if changed != CHANNELS {
-        bail!("expected {CHANNELS} channels in {}, found {changed}", db.display());
+        bail!(
+            "expected {CHANNELS} channels in {}, found {changed}",
+            db.display()
+        );
     }
     Ok(())
 }
@@ -384,7 +448,11 @@ async fn filled(plan: &Plan, report: &mut Report) -> anyhow::Result<PathBuf> {
     if dir.exists() {
         std::fs::remove_dir_all(&dir)?;
     }
-    eprintln!("- filling {} ({CHANNELS} channels × {} messages)", dir.display(), plan.channel_messages);
+    eprintln!(
+        "- filling {} ({CHANNELS} channels × {} messages)",
+        dir.display(),
+        plan.channel_messages
+    );
     let started = Instant::now();
     let history = History::open(&Location::File(dir.join("history.db")), Durability::Normal)?;
     let rules = NameRules::default();

@@ -85,11 +85,12 @@ pub async fn run<S: Session>(
     }
     let cpu = watch.stop()?;
     let (last_id, count) = newest(&mut sessions[0], channel).await?;
+    let notices = pause_notices(&mut sessions[0], channel).await?;
     let sent = (rounds * SENDERS * ITERATIONS) as i64;
     ensure!(
-        last_id - first_id == sent && count == READ_LIMIT,
-        "after {sent} sends the newest message id went from {first_id} to {last_id} \
-         and read_messages returned {count} messages"
+        last_id - first_id == sent + notices && count == READ_LIMIT,
+        "after {sent} sends (and {notices} notices of paused pushes) the newest message id \
+         went from {first_id} to {last_id} and read_messages returned {count} messages"
     );
     Ok(Outcome { rates, cpu })
 }
@@ -117,6 +118,22 @@ async fn sender<S: Session>(
             .await?;
     }
     Ok(())
+}
+
+/// How many times switchboard announced in `channel` that it paused pushes
+/// (ten agents talking without a person is what its loop guard watches for).
+async fn pause_notices<S: Session>(session: &mut S, channel: &str) -> anyhow::Result<i64> {
+    let reply = session
+        .call_tool(
+            "search_messages",
+            json!({"query": "Pausing notifications", "channel": channel, "limit": 100}),
+        )
+        .await?
+        .json()?;
+    let found = reply["result"]["structuredContent"]["messages"]
+        .as_array()
+        .context("search_messages returned no structuredContent.messages")?;
+    Ok(found.iter().filter(|m| m["kind"] == "system").count() as i64)
 }
 
 /// The id of the newest message in `channel` (0 if none) and how many of the

@@ -158,8 +158,8 @@ impl Approvals {
     }
 
     /// A message was committed: if it answers a request in the approvals
-    /// channel, settle it.
-    pub async fn on_message(&self, message: &Message) {
+    /// channel, settle it (the acknowledgement is posted in the background).
+    pub fn on_message(&self, message: &Message) {
         let Some(channel) = self.channel() else {
             return;
         };
@@ -170,9 +170,7 @@ impl Approvals {
             return;
         };
         let reply = self.answer(&id, behavior, message);
-        if let Err(e) = self.backend.announce(&channel, reply).await {
-            tracing::warn!(error = %e, "cannot acknowledge an approval");
-        }
+        self.post(channel, reply);
     }
 
     /// Settles `id` with `behavior` if `message` may; returns what to say in
@@ -242,11 +240,12 @@ impl Approvals {
         )
     }
 
+    /// Posts a notice to the approvals channel without waiting for it.
     fn post(&self, channel: Channel, text: String) {
         let backend = self.backend.clone();
         tokio::spawn(async move {
             if let Err(e) = backend.announce(&channel, text).await {
-                tracing::warn!(%channel, error = %e, "cannot post a permission request");
+                tracing::warn!(%channel, error = %e, "cannot post to the approvals channel");
             }
         });
     }

@@ -159,6 +159,12 @@ impl Inbox {
 
     /// Whether a new message belongs in `me`'s inbox.
     pub fn concerns(&self, me: &Nick, map: CaseMapping, message: &Message) -> bool {
+        self.concerns_folded(me, message, &map.fold(&message.text))
+    }
+
+    /// [`Inbox::concerns`], with the message's text case-folded by the
+    /// caller (once for many identities).
+    pub fn concerns_folded(&self, me: &Nick, message: &Message, folded: &str) -> bool {
         if message.nick_key == me.key() {
             return false;
         }
@@ -166,7 +172,7 @@ impl Inbox {
             .history
             .cursor(me.key(), message.channel_id)
             .is_some_and(|c| c.joined);
-        joined || (message.kind != SenderKind::System && mentions(&message.text, me.key(), map))
+        joined || (message.kind != SenderKind::System && names_in(folded, me.key()))
     }
 
     /// `me`'s unread mentions, oldest first: the scan brought up to date,
@@ -242,10 +248,14 @@ fn nick_char(c: char) -> bool {
 /// assert!(mentions("ping Bob[1]", "bob{1}", map));
 /// ```
 pub fn mentions(text: &str, nick_key: &str, map: CaseMapping) -> bool {
+    names_in(&map.fold(text), nick_key)
+}
+
+/// [`mentions`] on a text already case-folded.
+pub fn names_in(folded: &str, nick_key: &str) -> bool {
     if nick_key.is_empty() {
         return false;
     }
-    let folded = map.fold(text);
     let mut from = 0;
     while let Some(at) = folded[from..].find(nick_key) {
         let start = from + at;

@@ -28,7 +28,8 @@ use crate::{
     approvals::Approvals,
     backend::ChatBackend,
     history::{History, Message, SenderKind, iso},
-    inbox::{Inbox, mentions},
+    inbox::{Inbox, names_in},
+    names::Nick,
 };
 
 /// The experimental capability a server declares to push channel events.
@@ -93,6 +94,8 @@ pub struct Pusher {
 struct Subscriber {
     session: Weak<Session>,
     messages: mpsc::Sender<Pushed>,
+    /// The session's identity as a nick, checked once per identity.
+    nick: Option<Nick>,
 }
 
 impl Pusher {
@@ -137,6 +140,7 @@ impl Pusher {
             .push(Subscriber {
                 session: Arc::downgrade(session),
                 messages: tx,
+                nick: None,
             });
         tokio::spawn(deliver(Arc::downgrade(session), rx, self.settings.clone()));
     }
@@ -148,7 +152,7 @@ impl Pusher {
             return;
         }
         if let Some(approvals) = &self.approvals {
-            approvals.on_message(message).await;
+            approvals.on_message(message);
         }
         let pause = self.guard.lock().expect("loop guard lock").observe(message);
         match pause {
@@ -161,21 +165,27 @@ impl Pusher {
         }
         let rules = self.backend.rules();
         let mut direct: Option<bool> = None;
-        let subscribers: Vec<(Arc<Session>, mpsc::Sender<Pushed>)> = {
+        // Fold the text and share the message once for every subscriber.
+        let folded = rules.casemapping.fold(&message.text);
+        let mut shared: Option<Arc<Message>> = None;
+        let subscribers: Vec<(Nick, mpsc::Sender<Pushed>)> = {
             let mut subs = self.subscribers.lock().expect("subscribers lock");
             subs.retain(|s| !s.messages.is_closed() && s.session.strong_count() > 0);
-            subs.iter()
-                .filter_map(|s| Some((s.session.upgrade()?, s.messages.clone())))
+            subs.iter_mut()
+                .filter_map(|s| {
+                    let identity = s.session.upgrade()?.identity()?;
+                    if s.nick.as_ref().is_none_or(|n| n.name() != identity) {
+                        s.nick = rules.nick(&identity).ok();
+                    }
+                    Some((s.nick.clone()?, s.messages.clone()))
+                })
                 .collect()
         };
-        for (session, tx) in subscribers {
-            let Some(me) = session.identity().and_then(|n| rules.nick(&n).ok()) else {
-                continue;
-            };
-            if !self.inbox.concerns(&me, rules.casemapping, message) {
+        for (me, tx) in subscribers {
+            if !self.inbox.concerns_folded(&me, message, &folded) {
                 continue;
             }
-            let mention = mentions(&message.text, me.key(), rules.casemapping);
+            let mention = names_in(&folded, me.key());
             let wanted = mention
                 || match self.settings.mode {
                     PushMode::All => true,
@@ -185,13 +195,18 @@ impl Pusher {
                         None => *direct.insert(self.is_direct(message).await),
                     },
                 };
+            if !wanted {
+                continue;
+            }
             let pushed = Pushed {
-                message: message.clone(),
+                message: shared
+                    .get_or_insert_with(|| Arc::new(message.clone()))
+                    .clone(),
                 mention,
             };
-            if wanted && tx.try_send(pushed).is_err() {
+            if tx.try_send(pushed).is_err() {
                 tracing::debug!(
-                    session = session.label(),
+                    nick = me.name(),
                     "push queue full; the message stays unread"
                 );
             }
@@ -322,7 +337,7 @@ impl LoopGuard {
 
 /// A message for one session, and whether it names the session's agent.
 struct Pushed {
-    message: Message,
+    message: Arc<Message>,
     mention: bool,
 }
 
@@ -627,11 +642,11 @@ mod tests {
     #[test]
     fn events_carry_identifier_meta_keys_and_string_values() {
         let a = Pushed {
-            message: message(1, SenderKind::Human, "Ann", "hello bob"),
+            message: Arc::new(message(1, SenderKind::Human, "Ann", "hello bob")),
             mention: true,
         };
         let b = Pushed {
-            message: message(2, SenderKind::Agent, "eve", "and you"),
+            message: Arc::new(message(2, SenderKind::Agent, "eve", "and you")),
             mention: false,
         };
         let event = channel_event(&[a, b]);

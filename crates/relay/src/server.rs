@@ -252,17 +252,16 @@ impl Shared {
     }
 }
 
-/// Encodes `event` for the wire, within [`MAX_EVENT`].
-fn event_message(event: &Event) -> Result<Message, PushError> {
-    let message = Message::Event {
+/// Encodes `event` as its line, within [`MAX_EVENT`].
+fn event_line(event: &Event) -> Result<Arc<[u8]>, PushError> {
+    let line = protocol::encode(&Message::Event {
         name: event.name.clone(),
         params: Value::Object(event.params.clone()),
-    };
-    let len = protocol::encode(&message).len();
-    if len > MAX_EVENT {
-        return Err(PushError::TooLarge(len));
+    });
+    if line.len() > MAX_EVENT {
+        return Err(PushError::TooLarge(line.len()));
     }
-    Ok(message)
+    Ok(line.into())
 }
 
 /// A handle on a server: tell its clients the tools changed, count its
@@ -299,7 +298,7 @@ impl Handle {
     /// returns how many it was queued for. Best effort: a client that is
     /// not reading misses it.
     pub fn push(&self, event: &Event) -> Result<usize, PushError> {
-        let message = event_message(event)?;
+        let line = event_line(event)?;
         let Some(shared) = self.shared.upgrade() else {
             return Ok(0);
         };
@@ -307,14 +306,14 @@ impl Handle {
         Ok(clients
             .values()
             .filter(|c| c.events.contains(&event.name))
-            .filter(|c| c.outgoing.try_send(Outgoing::Send(message.clone())).is_ok())
+            .filter(|c| c.outgoing.try_send(Outgoing::Line(line.clone())).is_ok())
             .count())
     }
 
     /// Pushes `event` to the client on connection `connection` (see
     /// [`PeerInfo::connection`](crate::PeerInfo::connection)).
     pub fn push_to(&self, connection: u64, event: &Event) -> Result<(), PushError> {
-        let message = event_message(event)?;
+        let line = event_line(event)?;
         let shared = self
             .shared
             .upgrade()
@@ -328,7 +327,7 @@ impl Handle {
         }
         client
             .outgoing
-            .try_send(Outgoing::Send(message))
+            .try_send(Outgoing::Line(line))
             .map_err(|_| PushError::Full)
     }
 
@@ -461,6 +460,8 @@ impl Server {
 /// What a connection's writer task is asked to do.
 enum Outgoing {
     Send(Message),
+    /// A line encoded once for every connection it goes to (an event).
+    Line(Arc<[u8]>),
     /// Send this, then close the connection.
     Close(Message),
 }
@@ -721,7 +722,7 @@ fn client_event(peer: &PeerInfo, name: String, params: Value) -> Result<Event, S
         return Err(format!("event {name}: params must be an object"));
     };
     let event = Event::new(name, params);
-    event_message(&event).map_err(|e| format!("event {}: {e}", event.name))?;
+    event_line(&event).map_err(|e| format!("event {}: {e}", event.name))?;
     Ok(event)
 }
 
@@ -749,6 +750,12 @@ async fn write_loop(
             next = outgoing.recv() => match next {
                 None => break,
                 Some(Outgoing::Send(message)) => message,
+                Some(Outgoing::Line(line)) => {
+                    if writer.write_all(&line).await.is_err() {
+                        break;
+                    }
+                    continue;
+                }
                 Some(Outgoing::Close(message)) => {
                     let _ = protocol::write_message(&mut writer, &message).await;
                     break;
