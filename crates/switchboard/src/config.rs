@@ -974,4 +974,60 @@ mod tests {
                 .starts_with("log.level:")
         );
     }
+
+    #[test]
+    fn push_approval_and_nick_settings_are_checked_naming_the_key() {
+        let cases = [
+            ("[chat.push]\nper_minute = 0", "chat.push.per_minute:"),
+            ("[chat.push]\ncoalesce_ms = 60000", "chat.push.coalesce_ms:"),
+            ("[chat.push]\nloop_messages = 1", "chat.push.loop_messages:"),
+            ("[chat.push]\nloop_window_s = 0", "chat.push.loop_window_s:"),
+            (
+                "[chat.approvals]\nchannel = \"#a b\"",
+                "chat.approvals.channel:",
+            ),
+            (
+                "[chat.approvals]\nchannel = \"#a\"\napprovers = [\"9lives\"]",
+                "chat.approvals.approvers:",
+            ),
+            (
+                "[chat.approvals]\nchannel = \"#a\"\ntimeout_s = 0",
+                "chat.approvals.timeout_s:",
+            ),
+            (
+                "[chat]\nnick = \"two words\"",
+                "chat.nick (--nick, SWITCHBOARD_NICK):",
+            ),
+        ];
+        for (toml, key) in cases {
+            let c = Config::from_toml(toml).unwrap();
+            let err = c.validate(&env_of(&[])).unwrap_err().to_string();
+            assert!(err.starts_with(key), "{toml}: {err}");
+        }
+        for (toml, word) in [
+            ("[chat.push]\nmode = \"loud\"", "mode"),
+            ("[chat.approvals]\napprovers = []", "channel"),
+        ] {
+            let err = Config::from_toml(toml).unwrap_err();
+            assert!(err.contains(word), "{toml}: {err}");
+        }
+        let args = ServeArgs {
+            nick: Some("reviewer-2".into()),
+            ..Default::default()
+        };
+        let c = Config::load(&args, &env_of(&[("SWITCHBOARD_NICK", "ignored")])).unwrap();
+        assert_eq!(c.chat.nick.as_deref(), Some("reviewer-2"));
+        let c = Config::load(
+            &ServeArgs::default(),
+            &env_of(&[("SWITCHBOARD_NICK", "bob")]),
+        )
+        .unwrap();
+        assert_eq!(c.chat.nick.as_deref(), Some("bob"));
+        let push = Config::from_toml("[chat.push]\nmode = \"all\"\nper_minute = 5")
+            .unwrap()
+            .chat_settings()
+            .unwrap()
+            .push;
+        assert_eq!((push.mode, push.per_minute), (PushMode::All, 5));
+    }
 }
