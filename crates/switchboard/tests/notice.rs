@@ -973,3 +973,48 @@ mod irc {
         assert!(daemon.stop().await.success());
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_http_the_nick_parameter_is_the_identity() {
+    let server = Server::start(&["--ephemeral"]).await;
+    let http = http_client(&server.url("/mcp"), ProtocolVersion::V_2025_11_25).await;
+    let init = http.peer_info().unwrap();
+    // Nobody can be woken over stateless HTTP: no channel capability.
+    assert!(init.capabilities.experimental.is_none(), "{init:?}");
+    send(&http, "#team", "ann", "standup in 5").await;
+    let joined = call(
+        &http,
+        "join_channel",
+        json!({"channel": "#team", "nick": "carl"}),
+    )
+    .await;
+    assert_eq!(text(&joined), "carl joined #team");
+    send(&http, "#team", "ann", "carl: you're up first").await;
+    send(&http, "#elsewhere", "dora", "has anyone seen carl?").await;
+    let channels = call(&http, "list_channels", json!({"nick": "carl"})).await;
+    assert_eq!(
+        text(&channels),
+        "- #elsewhere (1 member, 1 mention)\n- #team (2 members, 1 unread, 1 mention, joined)"
+    );
+    let inbox = call(&http, "read_messages", json!({"nick": "carl"})).await;
+    let lines: Vec<String> = text(&inbox).lines().map(String::from).collect();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert!(lines[0].starts_with("#team [") && lines[0].ends_with("<ann> carl: you're up first"));
+    assert!(
+        lines[1].starts_with("#elsewhere [") && lines[1].ends_with("<dora> has anyone seen carl?")
+    );
+    let waited = call(
+        &http,
+        "wait_for_messages",
+        json!({"nick": "carl", "timeout_s": 0.2}),
+    )
+    .await;
+    assert_eq!(text(&waited), "No new messages for carl after 0.2 s.");
+    assert_eq!(waited.structured_content.unwrap()["timed_out"], true);
+    // Without a nick, HTTP has no identity: the channel reads work, the inbox says what is missing.
+    let read = call(&http, "read_messages", json!({"channel": "#team"})).await;
+    assert_eq!(texts(&read).len(), 2);
+    let inbox = call(&http, "read_messages", json!({})).await;
+    assert!(is_error(&inbox));
+    assert!(text(&inbox).contains("pass nick"), "{}", text(&inbox));
+}
