@@ -56,6 +56,18 @@ pub struct ApprovalSettings {
     pub timeout: Duration,
 }
 
+/// A request that can still be answered.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Pending {
+    pub id: String,
+    pub agent: String,
+    pub tool: String,
+    pub description: String,
+    pub preview: String,
+    /// Seconds left to answer it.
+    pub expires_in_s: u64,
+}
+
 /// Requests waiting for (or past) an answer.
 pub struct Approvals {
     settings: ApprovalSettings,
@@ -67,6 +79,8 @@ struct Request {
     session: Weak<Session>,
     agent: String,
     tool: String,
+    description: String,
+    preview: String,
     asked: Instant,
     /// The verdict and who gave it.
     answer: Option<(Behavior, String)>,
@@ -140,6 +154,8 @@ impl Approvals {
                     session: Arc::downgrade(session),
                     agent: agent.clone(),
                     tool: ask.tool.clone(),
+                    description: ask.description.clone(),
+                    preview: ask.preview.clone(),
                     asked: Instant::now(),
                     answer: None,
                 },
@@ -248,6 +264,34 @@ impl Approvals {
                 tracing::warn!(%channel, error = %e, "cannot post to the approvals channel");
             }
         });
+    }
+
+    /// Requests not yet answered nor expired, whose agent is still there,
+    /// oldest first.
+    pub fn pending(&self) -> Vec<Pending> {
+        let timeout = self.settings.timeout;
+        let mut pending: Vec<(Instant, Pending)> = self
+            .requests()
+            .iter()
+            .filter(|(_, r)| {
+                r.answer.is_none()
+                    && r.asked.elapsed() < timeout
+                    && r.session.upgrade().is_some_and(|s| !s.is_closed())
+            })
+            .map(|(id, r)| {
+                let pending = Pending {
+                    id: id.clone(),
+                    agent: r.agent.clone(),
+                    tool: r.tool.clone(),
+                    description: r.description.clone(),
+                    preview: r.preview.clone(),
+                    expires_in_s: timeout.saturating_sub(r.asked.elapsed()).as_secs(),
+                };
+                (r.asked, pending)
+            })
+            .collect();
+        pending.sort_by_key(|(asked, _)| *asked);
+        pending.into_iter().map(|(_, p)| p).collect()
     }
 
     fn requests(&self) -> std::sync::MutexGuard<'_, HashMap<String, Request>> {

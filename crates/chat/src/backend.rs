@@ -27,6 +27,13 @@ pub struct Delivery {
     pub sent_as: String,
 }
 
+/// A member of a channel, and who it is.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Member {
+    pub nick: String,
+    pub kind: SenderKind,
+}
+
 /// A backend operation failed; the message is written for the agent.
 #[derive(Debug, thiserror::Error)]
 pub enum ChatError {
@@ -76,9 +83,9 @@ pub trait ChatBackend: Send + Sync + 'static {
     /// The channels this backend knows and is in.
     fn channels(&self) -> BoxFuture<'_, Result<Vec<String>, ChatError>>;
 
-    /// The nicks in `channel`.
+    /// Who is in `channel`, ordered by folded nick.
     fn members<'a>(&'a self, channel: &'a Channel)
-    -> BoxFuture<'a, Result<Vec<String>, ChatError>>;
+    -> BoxFuture<'a, Result<Vec<Member>, ChatError>>;
 
     /// Leaves the network politely at shutdown. The default has nothing to do.
     fn close(&self) -> BoxFuture<'_, ()> {

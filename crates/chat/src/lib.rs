@@ -22,7 +22,7 @@ pub mod text;
 pub mod tools;
 
 pub use approvals::ApprovalSettings;
-pub use backend::{ChatBackend, ChatError, Delivery};
+pub use backend::{ChatBackend, ChatError, Delivery, Member};
 pub use history::{Durability, History, HistoryError, Location, Message, NewMessage, SenderKind};
 pub use local::LocalHub;
 pub use names::{CaseMapping, Channel, NameError, NameRules, Nick};

@@ -9,7 +9,7 @@
 use futures::{FutureExt, future::BoxFuture};
 
 use crate::{
-    backend::{ChatBackend, ChatError, Delivery},
+    backend::{ChatBackend, ChatError, Delivery, Member},
     history::{History, NewMessage, SenderKind},
     names::{Channel, NameRules, Nick},
 };
@@ -106,25 +106,36 @@ impl ChatBackend for LocalHub {
     fn members<'a>(
         &'a self,
         channel: &'a Channel,
-    ) -> BoxFuture<'a, Result<Vec<String>, ChatError>> {
+    ) -> BoxFuture<'a, Result<Vec<Member>, ChatError>> {
         async move {
             let Some(row) = self.history.channel_row(channel.key())? else {
                 return Ok(Vec::new());
             };
             // Who spoke and has not left, and who joined without speaking.
-            let mut members: Vec<(String, String)> = self
+            let mut members: Vec<(String, Member)> = self
                 .history
                 .speakers(channel.key())?
                 .into_iter()
-                .filter(|(key, _)| self.history.cursor(key, row.id).is_none_or(|c| c.joined))
+                .filter(|s| self.history.cursor(&s.key, row.id).is_none_or(|c| c.joined))
+                .map(|s| {
+                    let member = Member {
+                        nick: s.nick,
+                        kind: s.kind,
+                    };
+                    (s.key, member)
+                })
                 .collect();
             for key in self.history.joined(row.id) {
                 if !members.iter().any(|(k, _)| *k == key) {
-                    members.push((key.clone(), key));
+                    let member = Member {
+                        nick: key.clone(),
+                        kind: SenderKind::Unknown,
+                    };
+                    members.push((key, member));
                 }
             }
-            members.sort();
-            Ok(members.into_iter().map(|(_, nick)| nick).collect())
+            members.sort_by(|a, b| a.0.cmp(&b.0));
+            Ok(members.into_iter().map(|(_, m)| m).collect())
         }
         .boxed()
     }

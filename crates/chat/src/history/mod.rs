@@ -481,15 +481,54 @@ impl History {
         })
     }
 
-    /// The nicks that have spoken in `channel` (by key), as (key, nick),
-    /// ordered by key.
-    pub fn speakers(&self, channel_key: &str) -> Result<Vec<(String, String)>, HistoryError> {
+    /// Who has spoken in `channel` (by key), ordered by key.
+    pub fn speakers(&self, channel_key: &str) -> Result<Vec<Speaker>, HistoryError> {
         self.with_reader(|conn| {
             let mut stmt = conn.prepare_cached(
-                "SELECT s.key, s.nick FROM speakers s JOIN channels c ON c.id = s.channel_id
+                "SELECT s.key, s.nick, s.kind FROM speakers s JOIN channels c ON c.id = s.channel_id
                   WHERE c.key = ?1 ORDER BY s.key",
             )?;
-            stmt.query_map([channel_key], |row| Ok((row.get(0)?, row.get(1)?)))?
+            stmt.query_map([channel_key], |row| {
+                Ok(Speaker {
+                    key: row.get(0)?,
+                    nick: row.get(1)?,
+                    kind: SenderKind::from_db(row.get(2)?),
+                })
+            })?
+            .collect()
+        })
+    }
+
+    /// Up to `limit` messages of the channel before position `before_seq`
+    /// (the newest, without it), in insertion order.
+    pub fn page(
+        &self,
+        channel_id: i64,
+        before_seq: Option<i64>,
+        limit: usize,
+    ) -> Result<Vec<Message>, HistoryError> {
+        let before = before_seq.unwrap_or(i64::MAX);
+        let mut page: Vec<Message> = self.with_reader(|conn| {
+            let mut stmt = conn.prepare_cached(select_messages!(
+                "FROM messages m JOIN channels c ON c.id = m.channel_id
+                  WHERE m.channel_id = ?1 AND m.seq < ?2
+                  ORDER BY m.seq DESC LIMIT ?3"
+            ))?;
+            stmt.query_map(params![channel_id, before, limit as i64], message_row)?
+                .collect()
+        })?;
+        page.reverse();
+        Ok(page)
+    }
+
+    /// Up to `limit` messages of any channel with ids above `after_id`, by id.
+    pub fn after(&self, after_id: i64, limit: usize) -> Result<Vec<Message>, HistoryError> {
+        self.with_reader(|conn| {
+            let mut stmt = conn.prepare_cached(select_messages!(
+                "FROM messages m JOIN channels c ON c.id = m.channel_id
+                  WHERE m.id > ?1 ORDER BY m.id LIMIT ?2"
+            ))?;
+            stmt.query_map(params![after_id, limit as i64], message_row)?
                 .collect()
         })
     }
@@ -781,6 +820,14 @@ fn own_after(
     .collect()
 }
 
+/// A nick that has spoken in a channel, and who it was the last time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Speaker {
+    pub key: String,
+    pub nick: String,
+    pub kind: SenderKind,
+}
+
 /// A channel as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChannelRow {
@@ -880,7 +927,11 @@ pub(crate) mod tests {
         assert_eq!(reopened.channels().unwrap(), ["#a"]);
         assert_eq!(
             reopened.speakers("#a").unwrap(),
-            [("bob".to_owned(), "Bob".to_owned())]
+            [Speaker {
+                key: "bob".into(),
+                nick: "Bob".into(),
+                kind: SenderKind::Agent
+            }]
         );
         reopened.close();
     }

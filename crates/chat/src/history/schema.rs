@@ -65,13 +65,15 @@ PRAGMA user_version = 1;
 COMMIT;";
 
 /// Insertion order per channel (`seq`), who sent each message (`nick_key`
-/// folded as RFC 1459, `kind`: 0 unknown, 1 agent, 2 human, 3 system), and
-/// read cursors per identity and channel. Messages stored before version 2
-/// get their channel's insertion order from their ids and kind 0.
+/// folded as RFC 1459, `kind`: 0 unknown, 1 agent, 2 human, 3 system; a
+/// speaker's kind is that of its last message), and read cursors per
+/// identity and channel. Messages stored before version 2 get their
+/// channel's insertion order from their ids and kind 0.
 const V2: &str = r"BEGIN;
 ALTER TABLE messages ADD COLUMN seq INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE messages ADD COLUMN nick_key TEXT NOT NULL DEFAULT '';
 ALTER TABLE messages ADD COLUMN kind INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE speakers ADD COLUMN kind INTEGER NOT NULL DEFAULT 0;
 UPDATE messages SET seq = numbered.n
   FROM (SELECT id, row_number() OVER (PARTITION BY channel_id ORDER BY id) AS n FROM messages)
     AS numbered

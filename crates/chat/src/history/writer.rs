@@ -275,11 +275,18 @@ impl Writer {
         if message.kind != SenderKind::System {
             self.conn
                 .prepare_cached(
-                    "INSERT INTO speakers (channel_id, key, nick, last_seen) VALUES (?1, ?2, ?3, ?4)
+                    "INSERT INTO speakers (channel_id, key, nick, last_seen, kind) VALUES (?1, ?2, ?3, ?4, ?5)
                      ON CONFLICT (channel_id, key) DO UPDATE
-                     SET nick = excluded.nick, last_seen = max(last_seen, excluded.last_seen)",
+                     SET nick = excluded.nick, last_seen = max(last_seen, excluded.last_seen),
+                         kind = excluded.kind",
                 )?
-                .execute(params![channel_id, message.nick_key, message.nick, ts])?;
+                .execute(params![
+                    channel_id,
+                    message.nick_key,
+                    message.nick,
+                    ts,
+                    message.kind as i64
+                ])?;
         }
         Ok(Some(Message {
             id,

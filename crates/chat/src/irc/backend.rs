@@ -38,7 +38,7 @@ use super::{
     wire,
 };
 use crate::{
-    backend::{ChatBackend, ChatError, Delivery},
+    backend::{ChatBackend, ChatError, Delivery, Member},
     history::{History, Message, NewMessage, SenderKind},
     names::{Channel, NameRules, Nick},
 };
@@ -789,9 +789,10 @@ impl ChatBackend for IrcBackend {
     fn members<'a>(
         &'a self,
         channel: &'a Channel,
-    ) -> BoxFuture<'a, Result<Vec<String>, ChatError>> {
+    ) -> BoxFuture<'a, Result<Vec<Member>, ChatError>> {
         async move {
-            self.inner
+            let nicks = self
+                .inner
                 .membership
                 .lock()
                 .expect("membership lock")
@@ -800,7 +801,23 @@ impl ChatBackend for IrcBackend {
                     ChatError::Network(format!(
                         "switchboard is not in {channel}; send_message or create_channel joins it"
                     ))
+                })?;
+            let map = self.inner.observer.info().rules.casemapping;
+            let observer = match self.inner.observer.status() {
+                Status::Registered { nick } => map.fold(&nick),
+                _ => map.fold(&self.inner.settings.observer_nick),
+            };
+            Ok(nicks
+                .into_iter()
+                .map(|nick| {
+                    let kind = if map.fold(&nick) == observer {
+                        SenderKind::System
+                    } else {
+                        self.inner.kind_of(&nick)
+                    };
+                    Member { nick, kind }
                 })
+                .collect())
         }
         .boxed()
     }

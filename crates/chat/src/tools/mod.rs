@@ -10,6 +10,7 @@
 //! session's identity (see [`Session`]). Reading a channel, sending to it
 //! or joining it puts the identity in it; reading moves its read cursor.
 
+mod api;
 mod definitions;
 mod format;
 
@@ -29,6 +30,7 @@ use switchboard_toolset::{
 };
 use tokio::sync::broadcast;
 
+pub use api::ChannelSummary;
 pub use format::parse_since;
 
 use crate::{
@@ -38,7 +40,6 @@ use crate::{
     inbox::Inbox,
     names::{Channel, Nick},
     push::{PushMode, PushSettings, Pusher},
-    text::message_lines,
 };
 use definitions::{
     READ_DEFAULT, READ_MAX, SEARCH_DEFAULT, SEARCH_MAX, WAIT_DEFAULT_S, WAIT_MAX_S,
@@ -356,34 +357,14 @@ impl ChatTools {
         let sender = rules
             .nick(&sender)
             .map_err(|e| ToolError::new(format!("sender: {e}")))?;
-        let lines = message_lines(&p.text, self.settings.max_text_bytes).map_err(fail)?;
         let kind = if caller.human {
             SenderKind::Human
         } else {
             SenderKind::Agent
         };
-        let delivery = self
-            .backend
-            .send(&channel, &sender, kind, lines)
-            .await
-            .map_err(fail)?;
+        let delivery = self.deliver(&channel, &sender, kind, &p.text).await?;
         if let Some(session) = &caller.session {
             session.adopt(sender.name());
-        }
-        // Speaking in a channel joins it.
-        let channel_id = match delivery.stored.first() {
-            Some(m) => Some(m.channel_id),
-            None => self.channel_id(&channel)?,
-        };
-        if let Some(id) = channel_id
-            && !self
-                .history
-                .cursor(sender.key(), id)
-                .is_some_and(|c| c.joined)
-        {
-            self.inbox
-                .join(&sender, rules.casemapping, id)
-                .map_err(fail)?;
         }
         let text = format!("Sent to {channel} as {}", delivery.sent_as);
         let mut structured = json!({
@@ -497,83 +478,52 @@ impl ChatTools {
 
     async fn list_channels(&self, p: ListParams, caller: &Caller) -> Result<ToolOutput, ToolError> {
         let me = self.me(p.nick.as_deref(), caller)?;
-        let rules = self.backend.rules();
-        let names = self.backend.channels().await.map_err(fail)?;
-        if names.is_empty() {
+        let summaries = self.summaries(me.as_ref()).await?;
+        let names: Vec<&str> = summaries.iter().map(|s| s.channel.as_str()).collect();
+        if summaries.is_empty() {
             return Ok(ToolOutput::new(
                 "No channels yet; send_message or create_channel makes one.",
                 json!({"channels": names, "details": []}),
             ));
         }
-        let ids: HashMap<String, i64> = self
-            .history
-            .channel_rows()
-            .map_err(fail)?
-            .into_iter()
-            .map(|row| (row.key, row.id))
+        let plural = |n: i64, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });
+        let lines: Vec<String> = summaries
+            .iter()
+            .map(|s| {
+                let mut line = format!("{} ({}", s.channel, plural(s.members as i64, "member"));
+                if me.is_some() {
+                    if s.joined {
+                        line.push_str(&format!(", {} unread", s.unread));
+                    }
+                    if s.mentions > 0 {
+                        line.push_str(&format!(", {}", plural(s.mentions, "mention")));
+                    }
+                    if s.joined {
+                        line.push_str(", joined");
+                    }
+                }
+                line.push(')');
+                line
+            })
             .collect();
-        let counts = match &me {
-            Some(me) => self.inbox.counts(me, rules.casemapping).map_err(fail)?,
-            None => HashMap::new(),
-        };
-        let mut lines = Vec::with_capacity(names.len());
-        let mut details = Vec::with_capacity(names.len());
-        for name in &names {
-            let Ok(channel) = rules.channel(name) else {
-                continue;
-            };
-            let members = self
-                .backend
-                .members(&channel)
-                .await
-                .map(|m| m.len())
-                .unwrap_or(0);
-            let count = ids
-                .get(channel.key())
-                .and_then(|id| counts.get(id))
-                .copied()
-                .unwrap_or_default();
-            let plural =
-                |n: i64, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });
-            let mut line = format!("{name} ({}", plural(members as i64, "member"));
-            if me.is_some() {
-                if count.joined {
-                    line.push_str(&format!(", {} unread", count.unread));
-                }
-                if count.mentions > 0 {
-                    line.push_str(&format!(", {}", plural(count.mentions, "mention")));
-                }
-                if count.joined {
-                    line.push_str(", joined");
-                }
-            }
-            line.push(')');
-            lines.push(line);
-            details.push(json!({
-                "channel": name,
-                "members": members,
-                "joined": count.joined,
-                "unread": count.unread,
-                "mentions": count.mentions,
-            }));
-        }
         Ok(ToolOutput::new(
             bullets(&lines),
-            json!({"channels": names, "details": details}),
+            json!({"channels": names, "details": summaries}),
         ))
     }
 
     async fn get_members(&self, p: ChannelParams) -> Result<ToolOutput, ToolError> {
         let channel = self.channel(&p.channel)?;
-        let members = self.backend.members(&channel).await.map_err(fail)?;
-        let text = if members.is_empty() {
+        let members = self.members(&channel).await?;
+        let nicks: Vec<String> = members.iter().map(|m| m.nick.clone()).collect();
+        let text = if nicks.is_empty() {
             format!("No members in {channel}.")
         } else {
-            bullets(&members)
+            bullets(&nicks)
         };
         Ok(ToolOutput::new(
             text,
-            json!({"channel": channel.name(), "members": members}),
+            json!({"channel": channel.name(), "members": nicks, "kinds": members}),
         ))
     }
 
