@@ -125,4 +125,7 @@ pub struct ServeArgs {
     /// The agent's chat nick for --stdio (also SWITCHBOARD_NICK, chat.nick).
     #[arg(long, value_name = "NICK")]
     pub nick: Option<String>,
+    /// Do not serve the web view at / (http.web = false).
+    #[arg(long)]
+    pub no_web: bool,
 }

@@ -98,6 +98,8 @@ pub struct HttpConfig {
     pub insecure_no_auth: bool,
     /// Serve the legacy HTTP+SSE endpoints (`/sse`, `/messages/`).
     pub legacy_sse: bool,
+    /// Serve the web view at `/` (with chat on).
+    pub web: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -223,6 +225,7 @@ impl Default for HttpConfig {
             token_env: DEFAULT_TOKEN_ENV.into(),
             insecure_no_auth: false,
             legacy_sse: true,
+            web: true,
         }
     }
 }
@@ -476,6 +479,9 @@ impl Config {
         }
         if let Some(nick) = &args.nick {
             self.chat.nick = Some(nick.clone());
+        }
+        if args.no_web {
+            self.http.web = false;
         }
     }
 

@@ -56,17 +56,19 @@ pub fn run(config: Config) -> anyhow::Result<()> {
 }
 
 /// Builds the registry of every configured toolset, resource source and
-/// prompt source. Runs inside the runtime: the IRC backend starts its
-/// connections here.
+/// prompt source, and returns the chat toolset too (the web view serves
+/// it). Runs inside the runtime: the IRC backend starts its connections
+/// here.
 fn registry(
     config: &Config,
     toolkit: Toolkit,
     history: Option<&History>,
     env: &dyn Fn(&str) -> Option<String>,
-) -> anyhow::Result<Registry> {
+) -> anyhow::Result<(Registry, Option<Arc<ChatTools>>)> {
     let mut sets: Vec<Arc<dyn Toolset>> = Vec::new();
     let mut resources: Vec<Arc<dyn ResourceSource>> = Vec::new();
     let mut prompts: Vec<Arc<dyn PromptSource>> = Vec::new();
+    let mut chat = None;
     if let Some(history) = history {
         let backend: Arc<dyn ChatBackend> = match config.chat.backend {
             Backend::Local => Arc::new(LocalHub::new(history.clone())),
@@ -75,11 +77,13 @@ fn registry(
                 history.clone(),
             )),
         };
-        sets.push(Arc::new(ChatTools::new(
+        let tools = Arc::new(ChatTools::new(
             backend,
             history.clone(),
             config.chat_settings()?,
-        )));
+        ));
+        sets.push(tools.clone());
+        chat = Some(tools);
     }
     if !config.docs.sources.is_empty() {
         let docs = Arc::new(DocsTools::new(&config.docs)?);
@@ -91,13 +95,13 @@ fn registry(
         prompts.push(toolkit_prompts);
     }
     // Tool names come from the config, so a clash is a config error (exit 2).
-    Registry::with_sources(sets, resources, prompts).map_err(|e| {
-        ConfigError::Invalid {
+    let registry = Registry::with_sources(sets, resources, prompts).map_err(|e| {
+        anyhow::Error::from(ConfigError::Invalid {
             key: "tools".into(),
             problem: e.to_string(),
-        }
-        .into()
-    })
+        })
+    })?;
+    Ok((registry, chat))
 }
 
 async fn serve(
@@ -106,7 +110,7 @@ async fn serve(
     history: Option<&History>,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> anyhow::Result<()> {
-    let registry = registry(config, toolkit, history, env)?;
+    let (registry, chat) = registry(config, toolkit, history, env)?;
     let drain = Drain::default();
     let server = McpServer::new(registry.clone(), drain.clone(), config.instructions.clone());
     let shutdown = CancellationToken::new();
@@ -118,14 +122,23 @@ async fn serve(
             format!("cannot listen on {listen} (http.listen); is another switchboard running?")
         })?;
         let local = listener.local_addr()?;
-        let guard = Guard::new(local, &config.http, config.http_token(env));
+        let token = config.http_token(env);
+        let guard = Guard::new(local, &config.http, token.clone());
+        let web = chat
+            .filter(|_| config.http.web)
+            .map(|chat| switchboard_web::router(chat, token));
+        let with_web = web.is_some();
         let app = http::router(
             server.clone(),
             guard,
             config.http.legacy_sse,
+            web,
             shutdown.clone(),
         );
         tracing::info!("serving MCP at http://{local}/mcp (legacy SSE at /sse)");
+        if with_web {
+            tracing::info!("serving the web view at http://{local}/");
+        }
         let stop = shutdown.clone();
         tasks.spawn(async move {
             if let Err(e) = http::serve(listener, app, stop).await {

@@ -125,6 +125,16 @@ impl ChatTools {
         self.history.after(after, limit).map_err(fail)
     }
 
+    /// The id of the newest message of any channel (0 when there is none).
+    pub fn newest_id(&self) -> Result<i64, ToolError> {
+        self.history.newest_id().map_err(fail)
+    }
+
+    /// Completes when the server begins to stop (followers should end).
+    pub async fn stopping(&self) {
+        self.history.closing().await;
+    }
+
     /// Every message from now on, as committed (see [`History::feed`](crate::History::feed)).
     pub fn feed(&self) -> broadcast::Receiver<Arc<[Message]>> {
         self.history.feed()

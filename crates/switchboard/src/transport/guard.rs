@@ -1,6 +1,8 @@
-//! Checks every HTTP request before it reaches MCP: the `Host` and `Origin`
-//! headers (DNS-rebinding protection, as the MCP transport spec asks) and,
-//! when configured, a bearer token.
+//! Checks every HTTP request before it reaches MCP or the web view: the
+//! `Host` and `Origin` headers (DNS-rebinding protection, as the MCP
+//! transport spec asks) and, when configured, a bearer token. The web view's
+//! page and assets need no token (they hold nothing secret); its API takes
+//! the token from the page's HttpOnly cookie as well as from a bearer header.
 //!
 //! A web page can make a browser send requests to 127.0.0.1; it cannot make
 //! the browser send a `Host` header naming 127.0.0.1 for its own domain, nor
@@ -57,7 +59,7 @@ impl Guard {
         }
     }
 
-    fn check(&self, headers: &HeaderMap) -> Result<(), Refusal> {
+    fn check(&self, path: &str, headers: &HeaderMap) -> Result<(), Refusal> {
         let host = headers
             .get(header::HOST)
             .and_then(|v| v.to_str().ok())
@@ -91,13 +93,23 @@ impl Guard {
                 ));
             }
         }
-        if let Some(token) = &self.inner.token {
+        if let Some(token) = &self.inner.token
+            && switchboard_web::needs_auth(path)
+        {
             let presented = headers
                 .get(header::AUTHORIZATION)
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| v.strip_prefix("Bearer "))
                 .unwrap_or("");
-            if !constant_time_eq(presented.as_bytes(), token.as_bytes()) {
+            let bearer = constant_time_eq(presented.as_bytes(), token.as_bytes());
+            let cookie = switchboard_web::is_web(path)
+                && web_cookie(headers).is_some_and(|value| {
+                    constant_time_eq(
+                        value.as_bytes(),
+                        switchboard_web::api::cookie_value(token).as_bytes(),
+                    )
+                });
+            if !(bearer || cookie) {
                 return Err(refuse(
                     StatusCode::UNAUTHORIZED,
                     "a bearer token is required: send Authorization: Bearer <token>",
@@ -124,6 +136,19 @@ impl Guard {
         let host = host_of(rest);
         self.host_allowed(&host) || (!self.inner.any_host && host == request_host)
     }
+}
+
+/// The web view's cookie, if the request carries it.
+fn web_cookie(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .find_map(|pair| {
+            let (name, value) = pair.trim().split_once('=')?;
+            (name == switchboard_web::COOKIE).then_some(value)
+        })
 }
 
 /// The host part of `host[:port]` or `[v6]:port`, lower-cased.
@@ -169,7 +194,7 @@ impl Refusal {
 
 /// The axum middleware applying a [`Guard`] to every route.
 pub async fn enforce(State(guard): State<Guard>, request: Request<Body>, next: Next) -> Response {
-    match guard.check(request.headers()) {
+    match guard.check(request.uri().path(), request.headers()) {
         Ok(()) => next.run(request).await,
         Err(refusal) => {
             tracing::warn!(status = %refusal.status, uri = %request.uri(), reason = %refusal.message, "refused an HTTP request");
@@ -207,10 +232,13 @@ mod tests {
             "LOCALHOST",
             "[::1]:8090",
         ] {
-            assert!(g.check(&headers(&[("host", host)])).is_ok(), "{host}");
+            assert!(
+                g.check("/mcp", &headers(&[("host", host)])).is_ok(),
+                "{host}"
+            );
         }
         let refused = g
-            .check(&headers(&[("host", "evil.example:8090")]))
+            .check("/mcp", &headers(&[("host", "evil.example:8090")]))
             .unwrap_err();
         assert_eq!(refused.status, StatusCode::FORBIDDEN);
     }
@@ -222,14 +250,20 @@ mod tests {
             ("host", "localhost:8090"),
             ("origin", "http://localhost:6274"),
         ]);
-        assert!(g.check(&ok).is_ok());
+        assert!(g.check("/mcp", &ok).is_ok());
         let bad = headers(&[
             ("host", "localhost:8090"),
             ("origin", "https://evil.example"),
         ]);
-        assert_eq!(g.check(&bad).unwrap_err().status, StatusCode::FORBIDDEN);
+        assert_eq!(
+            g.check("/mcp", &bad).unwrap_err().status,
+            StatusCode::FORBIDDEN
+        );
         let null = headers(&[("host", "localhost:8090"), ("origin", "null")]);
-        assert_eq!(g.check(&null).unwrap_err().status, StatusCode::FORBIDDEN);
+        assert_eq!(
+            g.check("/mcp", &null).unwrap_err().status,
+            StatusCode::FORBIDDEN
+        );
     }
 
     #[test]
@@ -237,17 +271,45 @@ mod tests {
         let g = guard("127.0.0.1:8090", Some("s3cret"));
         let host = ("host", "127.0.0.1:8090");
         assert_eq!(
-            g.check(&headers(&[host])).unwrap_err().status,
+            g.check("/mcp", &headers(&[host])).unwrap_err().status,
             StatusCode::UNAUTHORIZED
         );
         let wrong = headers(&[host, ("authorization", "Bearer nope")]);
         assert_eq!(
-            g.check(&wrong).unwrap_err().status,
+            g.check("/mcp", &wrong).unwrap_err().status,
             StatusCode::UNAUTHORIZED
         );
         assert!(
-            g.check(&headers(&[host, ("authorization", "Bearer s3cret")]))
-                .is_ok()
+            g.check(
+                "/mcp",
+                &headers(&[host, ("authorization", "Bearer s3cret")])
+            )
+            .is_ok()
+        );
+    }
+
+    #[test]
+    fn the_web_view_takes_the_token_from_its_cookie_and_shows_its_page_without() {
+        let g = guard("127.0.0.1:8090", Some("s3cret"));
+        let host = ("host", "127.0.0.1:8090");
+        assert!(g.check("/", &headers(&[host])).is_ok());
+        assert!(g.check("/api/login", &headers(&[host])).is_ok());
+        let api = "/api/channels";
+        assert_eq!(
+            g.check(api, &headers(&[host])).unwrap_err().status,
+            StatusCode::UNAUTHORIZED
+        );
+        let cookie = format!("a=b; {}={}", switchboard_web::COOKIE, "73336372657"); // one digit short
+        assert!(
+            g.check(api, &headers(&[host, ("cookie", &cookie)]))
+                .is_err()
+        );
+        let cookie = format!("a=b; {}={}", switchboard_web::COOKIE, "733363726574");
+        assert!(g.check(api, &headers(&[host, ("cookie", &cookie)])).is_ok());
+        // The cookie is the web view's: MCP still wants the bearer header.
+        assert!(
+            g.check("/mcp", &headers(&[host, ("cookie", &cookie)]))
+                .is_err()
         );
     }
 
@@ -255,6 +317,6 @@ mod tests {
     fn an_unspecified_listen_address_accepts_any_host() {
         let g = guard("0.0.0.0:8090", Some("t"));
         let h = headers(&[("host", "box.lan:8090"), ("authorization", "Bearer t")]);
-        assert!(g.check(&h).is_ok());
+        assert!(g.check("/mcp", &h).is_ok());
     }
 }

@@ -30,11 +30,13 @@ use tokio_util::sync::CancellationToken;
 use super::{DirectCall, MAX_MESSAGE_BYTES, error_json, guard, sse};
 use crate::mcp::McpServer;
 
-/// Builds the app for `server`, checked by `guard`.
+/// Builds the app for `server`, with the `web` view's routes if given,
+/// checked by `guard`.
 pub fn router(
     server: McpServer,
     guard: guard::Guard,
     legacy_sse: bool,
+    web: Option<Router>,
     shutdown: CancellationToken,
 ) -> Router {
     let config = StreamableHttpServerConfig::default()
@@ -58,6 +60,9 @@ pub fn router(
         .layer(middleware::from_fn_with_state(direct, pre_route));
     if legacy_sse {
         app = app.merge(sse::routes(server, shutdown));
+    }
+    if let Some(web) = web {
+        app = app.merge(web);
     }
     app.layer(DefaultBodyLimit::max(MAX_MESSAGE_BYTES))
         .layer(middleware::from_fn_with_state(guard, guard::enforce))

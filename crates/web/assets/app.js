@@ -1,0 +1,574 @@
+// switchboard's web view: channels live, history, search, a composer and
+// approvals, over the JSON API in docs/web.md. Message text only ever
+// reaches the page as text nodes: nothing from a message is parsed as HTML.
+'use strict';
+
+const NAME_KEY = 'switchboard.name';
+const PAGE = 100;
+
+const $ = (id) => document.getElementById(id);
+
+const state = {
+  viewer: localStorage.getItem(NAME_KEY) || '',
+  channel: null,          // the open channel's name
+  channels: [],           // summaries from /api/channels
+  oldest: null,           // seq of the oldest message shown
+  newestShown: 0,         // seq of the newest message shown
+  atNewest: true,         // the open channel shows its newest page
+  seen: new Set(),        // ids of the messages shown
+  approvals: null,        // the approvals channel, if any
+  lastId: 0,              // the newest message id the stream has given
+  stream: null,
+  refreshTimer: 0,
+  readTimer: 0,
+};
+
+// --- the API -------------------------------------------------------------
+
+class Unauthorized extends Error {}
+
+async function api(path, body) {
+  const options = { credentials: 'same-origin', headers: {} };
+  if (body !== undefined) {
+    options.method = 'POST';
+    options.headers['Content-Type'] = 'application/json';
+    options.body = JSON.stringify(body);
+  }
+  const response = await fetch(path, options);
+  if (response.status === 401) throw new Unauthorized();
+  if (response.status === 204) return null;
+  const data = await response.json().catch(() => ({}));
+  if (!response.ok) throw new Error(data.error || `${response.status} ${response.statusText}`);
+  return data;
+}
+
+function query(params) {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) {
+    if (v !== undefined && v !== null && v !== '') q.set(k, String(v));
+  }
+  return q.toString();
+}
+
+function status(text, error) {
+  const s = $('status');
+  s.textContent = text || '';
+  s.classList.toggle('error', Boolean(error));
+}
+
+// --- rendering (text only) ------------------------------------------------
+
+const URL_RE = /\bhttps?:\/\/[^\s<>"'`]+[^\s<>"'`.,;:!?)\]}]/g;
+
+function escapeRegExp(s) {
+  return s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}
+
+// Nick characters, as IRC allows them: a mention is the nick as a whole word.
+const NICK_CHAR = '[\\p{L}\\p{N}\\-_\\[\\]{}\\\\|^`]';
+
+function mentionPattern(nick) {
+  if (!nick) return null;
+  return new RegExp(`(?<!${NICK_CHAR})${escapeRegExp(nick)}(?!${NICK_CHAR})`, 'giu');
+}
+
+// Appends `text` to `parent` as text nodes, links (http and https only) and
+// marked mentions of the viewer.
+function appendText(parent, text) {
+  const mention = mentionPattern(state.viewer);
+  let last = 0;
+  for (const match of text.matchAll(URL_RE)) {
+    appendMentions(parent, text.slice(last, match.index), mention);
+    const a = document.createElement('a');
+    a.href = match[0];
+    a.textContent = match[0];
+    a.rel = 'noopener noreferrer nofollow';
+    a.target = '_blank';
+    parent.append(a);
+    last = match.index + match[0].length;
+  }
+  appendMentions(parent, text.slice(last), mention);
+}
+
+function appendMentions(parent, text, mention) {
+  if (!text) return;
+  if (!mention) {
+    parent.append(document.createTextNode(text));
+    return;
+  }
+  let last = 0;
+  for (const match of text.matchAll(mention)) {
+    parent.append(document.createTextNode(text.slice(last, match.index)));
+    const mark = document.createElement('mark');
+    mark.textContent = match[0];
+    parent.append(mark);
+    last = match.index + match[0].length;
+  }
+  parent.append(document.createTextNode(text.slice(last)));
+}
+
+function mentions(text) {
+  const pattern = mentionPattern(state.viewer);
+  return pattern ? pattern.test(text) : false;
+}
+
+function clock(iso) {
+  const d = new Date(iso);
+  return d.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit', second: '2-digit' });
+}
+
+function messageItem(m) {
+  const li = document.createElement('li');
+  li.dataset.id = m.id;
+  li.dataset.seq = m.seq;
+  li.className = `kind-${m.kind}`;
+  if (m.kind === 'system') li.classList.add('system');
+  if (m.kind !== 'system' && m.nick.toLowerCase() !== state.viewer.toLowerCase() && mentions(m.text)) {
+    li.classList.add('mentioned');
+  }
+  const time = document.createElement('time');
+  time.dateTime = m.time;
+  time.textContent = clock(m.time);
+  time.title = new Date(m.time).toLocaleString();
+  const nick = document.createElement('bdi');
+  nick.className = `nick kind-${m.kind}`;
+  nick.textContent = m.nick;
+  nick.title = m.kind === 'agent' ? 'an agent' : m.kind === 'human' ? 'a person' : m.kind;
+  const text = document.createElement('bdi');
+  text.className = 'text';
+  text.dir = 'auto';
+  appendText(text, m.text);
+  li.append(time, nick, text);
+  return li;
+}
+
+// --- the open channel -------------------------------------------------------
+
+function log() { return $('log'); }
+
+function isAtBottom() {
+  const l = log();
+  return l.scrollHeight - l.scrollTop - l.clientHeight < 40;
+}
+
+function scrollToBottom() {
+  const l = log();
+  l.scrollTop = l.scrollHeight;
+  $('newest').hidden = true;
+}
+
+function showMessages(messages, { prepend = false } = {}) {
+  const list = $('messages');
+  const items = [];
+  for (const m of messages) {
+    if (state.seen.has(m.id)) continue;
+    state.seen.add(m.id);
+    items.push(messageItem(m));
+    if (state.oldest === null || m.seq < state.oldest) state.oldest = m.seq;
+    if (m.seq > state.newestShown) state.newestShown = m.seq;
+  }
+  if (prepend) {
+    const l = log();
+    const before = l.scrollHeight;
+    list.prepend(...items);
+    l.scrollTop += l.scrollHeight - before;
+  } else {
+    list.append(...items);
+  }
+}
+
+async function openChannel(name, { around } = {}) {
+  state.channel = name;
+  state.oldest = null;
+  state.newestShown = 0;
+  state.seen = new Set();
+  $('messages').replaceChildren();
+  $('channel-title').textContent = name;
+  document.title = `${name} — switchboard`;
+  history.replaceState(null, '', `#${encodeURIComponent(name)}`);
+  enableComposer(true);
+  renderChannels();
+  let data;
+  if (around) {
+    data = await api(`/api/around?${query({ channel: name, seq: around, context: 25 })}`);
+    state.atNewest = false;
+  } else {
+    data = await api(`/api/messages?${query({ channel: name, limit: PAGE, viewer: state.viewer })}`);
+    state.atNewest = true;
+  }
+  if (state.channel !== name) return;
+  showMessages(data.messages);
+  $('older').hidden = !data.more;
+  if (around) {
+    const target = $('messages').querySelector(`li[data-seq="${around}"]`);
+    if (target) {
+      target.classList.add('target');
+      target.tabIndex = -1;
+      target.scrollIntoView({ block: 'center' });
+      target.focus();
+    }
+    $('newest').hidden = false;
+  } else {
+    scrollToBottom();
+  }
+  document.body.dataset.channel = name;
+  document.body.dataset.ready = String(performance.now());
+  refreshMembers();
+  refreshChannels();
+}
+
+async function loadOlder() {
+  if (!state.channel || state.oldest === null || state.oldest <= 1) return;
+  const name = state.channel;
+  const data = await api(`/api/messages?${query({ channel: name, before: state.oldest, limit: PAGE })}`);
+  if (state.channel !== name) return;
+  showMessages(data.messages, { prepend: true });
+  $('older').hidden = !data.more;
+}
+
+async function jumpToNewest() {
+  if (!state.atNewest) {
+    await openChannel(state.channel);
+  } else {
+    scrollToBottom();
+    markRead();
+  }
+}
+
+function markRead() {
+  if (!state.viewer || !state.channel || !state.atNewest || !state.newestShown) return;
+  clearTimeout(state.readTimer);
+  const channel = state.channel;
+  const seq = state.newestShown;
+  state.readTimer = setTimeout(() => {
+    api('/api/read', { channel, seq, viewer: state.viewer })
+      .then(refreshChannels)
+      .catch(() => {});
+  }, 300);
+}
+
+function enableComposer(on) {
+  $('text').disabled = !on;
+  $('composer').querySelector('button').disabled = !on;
+}
+
+// --- channels, members, approvals -------------------------------------------------
+
+async function refreshChannels() {
+  const data = await api(`/api/channels?${query({ viewer: state.viewer })}`);
+  state.channels = data.channels;
+  renderChannels();
+  if (!state.channel && state.channels.length) {
+    const wanted = decodeURIComponent(location.hash.slice(1));
+    const found = state.channels.find((c) => c.channel.toLowerCase() === wanted.toLowerCase());
+    await openChannel(found ? found.channel : state.channels[0].channel);
+  }
+}
+
+function scheduleRefresh() {
+  clearTimeout(state.refreshTimer);
+  state.refreshTimer = setTimeout(() => {
+    refreshChannels().catch(() => {});
+    refreshApprovals().catch(() => {});
+  }, 250);
+}
+
+function renderChannels() {
+  const list = $('channels');
+  const items = state.channels.map((c) => {
+    const li = document.createElement('li');
+    const b = document.createElement('button');
+    b.type = 'button';
+    const open = c.channel === state.channel;
+    b.setAttribute('aria-current', String(open));
+    const name = document.createElement('span');
+    name.textContent = c.channel;
+    if (c.unread > 0 && !open) name.className = 'unread-name';
+    b.append(name);
+    const label = [c.channel];
+    if (c.mentions > 0) {
+      const badge = document.createElement('span');
+      badge.className = 'badge mentions';
+      badge.textContent = `@${c.mentions}`;
+      b.append(badge);
+      label.push(`${c.mentions} mention${c.mentions === 1 ? '' : 's'}`);
+    }
+    if (c.unread > 0) {
+      const badge = document.createElement('span');
+      badge.className = 'badge unread';
+      badge.textContent = String(c.unread);
+      b.append(badge);
+      label.push(`${c.unread} unread`);
+    }
+    b.setAttribute('aria-label', label.join(', '));
+    b.dataset.channel = c.channel;
+    b.addEventListener('click', () => openChannel(c.channel).catch(fail));
+    li.append(b);
+    return li;
+  });
+  list.replaceChildren(...items);
+}
+
+async function refreshMembers() {
+  if (!state.channel) return;
+  const name = state.channel;
+  const data = await api(`/api/members?${query({ channel: name })}`).catch(() => ({ members: [] }));
+  if (state.channel !== name) return;
+  const items = data.members.map((m) => {
+    const li = document.createElement('li');
+    const nick = document.createElement('bdi');
+    nick.textContent = m.nick;
+    const kind = document.createElement('span');
+    kind.className = `kind kind-${m.kind}`;
+    kind.textContent = m.kind === 'agent' ? 'agent' : m.kind === 'human' ? 'person' : m.kind === 'system' ? 'switchboard' : '';
+    li.append(nick, kind);
+    return li;
+  });
+  $('member-list').replaceChildren(...items);
+}
+
+async function refreshApprovals() {
+  if (!state.approvals) return;
+  const data = await api('/api/approvals');
+  const items = data.pending.map((p) => {
+    const li = document.createElement('li');
+    li.dataset.id = p.id;
+    const what = document.createElement('p');
+    const who = document.createElement('strong');
+    who.textContent = p.agent;
+    what.append(who, document.createTextNode(` wants to run ${p.tool}: ${p.description}`));
+    const preview = document.createElement('code');
+    preview.textContent = p.preview;
+    const actions = document.createElement('div');
+    actions.className = 'actions';
+    for (const [word, label, cls] of [['yes', 'Allow', 'allow'], ['no', 'Deny', 'deny']]) {
+      const b = document.createElement('button');
+      b.type = 'button';
+      b.className = cls;
+      b.textContent = label;
+      b.setAttribute('aria-label', `${label} ${p.agent} running ${p.tool} (${p.id})`);
+      b.addEventListener('click', () => answer(word, p.id).catch(fail));
+      actions.append(b);
+    }
+    li.append(what, preview, actions);
+    return li;
+  });
+  $('approval-list').replaceChildren(...items);
+  $('approvals').hidden = items.length === 0;
+}
+
+async function answer(word, id) {
+  await api('/api/send', { channel: state.approvals, text: `${word} ${id}`, nick: state.viewer });
+  scheduleRefresh();
+}
+
+// --- the live stream ---------------------------------------------------------
+
+function startStream(since) {
+  if (state.stream) state.stream.close();
+  const source = new EventSource(`/api/stream?${query({ since })}`);
+  state.stream = source;
+  source.addEventListener('message', (e) => {
+    const m = JSON.parse(e.data);
+    state.lastId = Math.max(state.lastId, m.id);
+    onMessage(m);
+  });
+  source.addEventListener('open', () => {
+    document.body.dataset.live = 'true';
+    status('');
+  });
+  source.addEventListener('error', () => {
+    document.body.dataset.live = 'false';
+    status('Reconnecting…');
+  });
+}
+
+function onMessage(m) {
+  if (m.channel === state.channel && state.atNewest) {
+    const follow = isAtBottom();
+    showMessages([m]);
+    if (follow) {
+      scrollToBottom();
+      markRead();
+    } else {
+      $('newest').hidden = false;
+    }
+  }
+  if (!state.channels.some((c) => c.channel === m.channel) || m.channel !== state.channel) {
+    scheduleRefresh();
+  }
+  if (state.approvals && m.channel.toLowerCase() === state.approvals.toLowerCase()) {
+    scheduleRefresh();
+  }
+}
+
+// --- search -----------------------------------------------------------------------
+
+async function search(q) {
+  const data = await api(`/api/search?${query({ q })}`);
+  const items = data.messages.map((m) => {
+    const li = document.createElement('li');
+    const b = document.createElement('button');
+    b.type = 'button';
+    const where = document.createElement('span');
+    where.textContent = `${m.channel} ${new Date(m.time).toLocaleString()} `;
+    const nick = document.createElement('bdi');
+    nick.textContent = `<${m.nick}> `;
+    const text = document.createElement('bdi');
+    text.dir = 'auto';
+    appendMentions(text, m.text, null);
+    b.append(where, nick, text);
+    b.dataset.channel = m.channel;
+    b.dataset.seq = m.seq;
+    b.addEventListener('click', () => {
+      $('results').hidden = true;
+      openChannel(m.channel, { around: m.seq }).catch(fail);
+    });
+    li.append(b);
+    return li;
+  });
+  if (!items.length) {
+    const li = document.createElement('li');
+    li.textContent = `Nothing matches “${q}”.`;
+    items.push(li);
+  }
+  $('result-list').replaceChildren(...items);
+  $('results').hidden = false;
+  const first = $('result-list').querySelector('button');
+  if (first) first.focus();
+}
+
+// --- who you are, and the token -------------------------------------------------
+
+function askName() {
+  const dialog = $('name-dialog');
+  $('name').value = state.viewer;
+  $('name-error').textContent = '';
+  dialog.showModal();
+  return new Promise((resolve) => {
+    dialog.onclose = () => resolve(state.viewer);
+  });
+}
+
+async function setName(event) {
+  event.preventDefault();
+  const name = $('name').value.trim();
+  // The server checks the nick: ask for the channel list as that viewer.
+  try {
+    await api(`/api/channels?${query({ viewer: name })}`);
+  } catch (e) {
+    $('name-error').textContent = e.message;
+    return;
+  }
+  state.viewer = name;
+  localStorage.setItem(NAME_KEY, name);
+  $('who').textContent = name;
+  $('name-dialog').close();
+}
+
+function askToken() {
+  const dialog = $('token-dialog');
+  $('token-error').textContent = '';
+  dialog.showModal();
+  return new Promise((resolve) => {
+    dialog.onclose = resolve;
+  });
+}
+
+async function sendToken(event) {
+  event.preventDefault();
+  try {
+    await api('/api/login', { token: $('token').value });
+  } catch (e) {
+    $('token-error').textContent = e instanceof Unauthorized ? 'That is not the token.' : e.message;
+    return;
+  }
+  $('token').value = '';
+  $('token-dialog').close();
+}
+
+// --- sending --------------------------------------------------------------------
+
+async function send(event) {
+  event.preventDefault();
+  const box = $('text');
+  const text = box.value;
+  if (!text.trim() || !state.channel) return;
+  box.disabled = true;
+  try {
+    await api('/api/send', { channel: state.channel, text, nick: state.viewer });
+    box.value = '';
+    status('');
+  } catch (e) {
+    status(e.message, true);
+  } finally {
+    box.disabled = false;
+    box.focus();
+  }
+}
+
+function fail(e) {
+  if (e instanceof Unauthorized) {
+    askToken().then(start);
+  } else {
+    status(e.message, true);
+  }
+}
+
+// --- start ------------------------------------------------------------------------
+
+async function start() {
+  try {
+    const session = await api('/api/session');
+    state.approvals = session.approvals_channel;
+    if (!state.viewer) await askName();
+    $('who').textContent = state.viewer;
+    // The stream starts after the newest message now: what the pages load
+    // below and what the stream brings may overlap (shown once), never
+    // leave a gap.
+    startStream(session.newest_id);
+    await refreshChannels();
+    await refreshApprovals();
+  } catch (e) {
+    fail(e);
+  }
+}
+
+function wire() {
+  $('composer').addEventListener('submit', send);
+  $('text').addEventListener('keydown', (e) => {
+    if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) {
+      e.preventDefault();
+      $('composer').requestSubmit();
+    }
+  });
+  $('older').addEventListener('click', () => loadOlder().catch(fail));
+  $('newest').addEventListener('click', () => jumpToNewest().catch(fail));
+  log().addEventListener('scroll', () => {
+    if (log().scrollTop < 40 && !$('older').hidden) loadOlder().catch(fail);
+    if (isAtBottom()) {
+      $('newest').hidden = state.atNewest;
+      markRead();
+    }
+  });
+  $('search').addEventListener('submit', (e) => {
+    e.preventDefault();
+    const q = $('search-q').value.trim();
+    if (q) search(q).catch(fail);
+  });
+  $('results-close').addEventListener('click', () => { $('results').hidden = true; });
+  document.addEventListener('keydown', (e) => {
+    if (e.key === 'Escape' && !$('results').hidden) $('results').hidden = true;
+  });
+  $('who').addEventListener('click', () => askName().then(() => refreshChannels()).catch(fail));
+  $('name-form').addEventListener('submit', (e) => setName(e).catch(fail));
+  $('token-form').addEventListener('submit', (e) => sendToken(e).catch(fail));
+  $('members-toggle').addEventListener('click', () => {
+    const open = $('members').classList.toggle('open');
+    $('members-toggle').setAttribute('aria-expanded', String(open));
+  });
+  setInterval(() => refreshApprovals().catch(() => {}), 10000);
+}
+
+wire();
+start();

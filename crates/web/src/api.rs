@@ -1,0 +1,336 @@
+//! The JSON API under `/api/`, documented in `docs/web.md`: the chat
+//! toolset's operations ([`ChatTools`]) for a person in a browser.
+//!
+//! The person names themselves (`viewer` in queries, `nick` when sending);
+//! it must be a valid nick, and what they send is stored as a person's
+//! message (`kind: human`), as `switchboard say` does. Errors are
+//! `{"error": "…"}` with a 4xx status.
+
+use std::sync::Arc;
+
+use axum::{
+    Json, Router,
+    extract::{self, Query, Request},
+    middleware::{self, Next},
+    response::{IntoResponse, Response},
+    routing::{get, post},
+};
+use http::{HeaderMap, HeaderValue, StatusCode, header};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use switchboard_chat::{ChatTools, names::Nick};
+
+use crate::{COOKIE, security, stream};
+
+/// Messages a page asks for at most at once.
+const MAX_PAGE: usize = 500;
+const DEFAULT_PAGE: usize = 100;
+
+/// What every handler shares.
+#[derive(Clone)]
+pub struct State {
+    pub(crate) chat: Arc<ChatTools>,
+    /// The bearer token, when one is configured: the login checks it.
+    token: Option<Arc<str>>,
+}
+
+impl State {
+    pub fn new(chat: Arc<ChatTools>, token: Option<String>) -> Self {
+        Self {
+            chat,
+            token: token.map(Into::into),
+        }
+    }
+}
+
+/// A refusal: the status and what to tell the person.
+pub struct ApiError(StatusCode, String);
+
+impl ApiError {
+    fn bad(message: impl Into<String>) -> Self {
+        Self(StatusCode::BAD_REQUEST, message.into())
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.0, Json(json!({"error": self.1}))).into_response()
+    }
+}
+
+impl From<switchboard_toolset::ToolError> for ApiError {
+    fn from(e: switchboard_toolset::ToolError) -> Self {
+        Self::bad(e.message())
+    }
+}
+
+type ApiResult = Result<Response, ApiError>;
+
+pub fn routes(state: State) -> Router {
+    Router::new()
+        .route("/api/session", get(session))
+        .route("/api/login", post(login))
+        .route("/api/channels", get(channels))
+        .route("/api/messages", get(messages))
+        .route("/api/around", get(around))
+        .route("/api/members", get(members))
+        .route("/api/search", get(search))
+        .route("/api/approvals", get(approvals))
+        .route("/api/send", post(send))
+        .route("/api/read", post(read))
+        .route("/api/stream", get(stream::stream))
+        .layer(middleware::from_fn(same_origin))
+        .with_state(state)
+}
+
+/// Refuses state-changing requests that do not come from the page.
+async fn same_origin(request: Request, next: Next) -> Response {
+    match security::same_origin(request.method(), request.headers()) {
+        Ok(()) => next.run(request).await,
+        Err(why) => ApiError(StatusCode::FORBIDDEN, why.into()).into_response(),
+    }
+}
+
+impl State {
+    fn channel(&self, raw: &str) -> Result<switchboard_chat::Channel, ApiError> {
+        self.chat
+            .rules()
+            .channel(raw)
+            .map_err(|e| ApiError::bad(e.to_string()))
+    }
+
+    fn nick(&self, raw: &str, what: &str) -> Result<Nick, ApiError> {
+        self.chat
+            .rules()
+            .nick(raw)
+            .map_err(|e| ApiError::bad(format!("{what}: {e}")))
+    }
+
+    fn viewer(&self, raw: Option<&str>) -> Result<Option<Nick>, ApiError> {
+        raw.filter(|v| !v.is_empty())
+            .map(|v| self.nick(v, "viewer"))
+            .transpose()
+    }
+}
+
+async fn session(extract::State(state): extract::State<State>) -> ApiResult {
+    Ok(Json(json!({
+        "token_required": state.token.is_some(),
+        "approvals_channel": state.chat.approvals_channel(),
+        "newest_id": state.chat.newest_id()?,
+    }))
+    .into_response())
+}
+
+#[derive(Deserialize)]
+struct Login {
+    token: String,
+}
+
+/// Checks the token and keeps it in an HttpOnly, SameSite=Strict cookie.
+async fn login(
+    extract::State(state): extract::State<State>,
+    headers: HeaderMap,
+    Json(body): Json<Login>,
+) -> ApiResult {
+    let Some(token) = &state.token else {
+        return Ok(StatusCode::NO_CONTENT.into_response());
+    };
+    if !constant_time_eq(body.token.as_bytes(), token.as_bytes()) {
+        tracing::warn!("the web view's login was refused: a wrong token");
+        return Err(ApiError(
+            StatusCode::UNAUTHORIZED,
+            "that is not the token".into(),
+        ));
+    }
+    let secure = headers
+        .get("x-forwarded-proto")
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"https"));
+    let cookie = format!(
+        "{COOKIE}={}; HttpOnly; SameSite=Strict; Path=/{}",
+        cookie_value(token),
+        if secure { "; Secure" } else { "" }
+    );
+    let mut response = StatusCode::NO_CONTENT.into_response();
+    if let Ok(value) = HeaderValue::from_str(&cookie) {
+        response.headers_mut().insert(header::SET_COOKIE, value);
+    }
+    Ok(response)
+}
+
+/// The token as the cookie carries it: hex, so that any token fits.
+///
+/// ```
+/// assert_eq!(switchboard_web::api::cookie_value("a b;"), "6120623b");
+/// ```
+pub fn cookie_value(token: &str) -> String {
+    token.bytes().map(|b| format!("{b:02x}")).collect()
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[derive(Deserialize)]
+struct ViewerQuery {
+    viewer: Option<String>,
+}
+
+async fn channels(
+    extract::State(state): extract::State<State>,
+    Query(q): Query<ViewerQuery>,
+) -> ApiResult {
+    let viewer = state.viewer(q.viewer.as_deref())?;
+    let summaries = state.chat.summaries(viewer.as_ref()).await?;
+    Ok(Json(json!({"channels": summaries})).into_response())
+}
+
+#[derive(Deserialize)]
+struct PageQuery {
+    channel: String,
+    before: Option<i64>,
+    limit: Option<usize>,
+    viewer: Option<String>,
+}
+
+/// A page of a channel, oldest first; the newest page marks the channel
+/// read for the viewer.
+async fn messages(
+    extract::State(state): extract::State<State>,
+    Query(q): Query<PageQuery>,
+) -> ApiResult {
+    let channel = state.channel(&q.channel)?;
+    let viewer = state.viewer(q.viewer.as_deref())?;
+    let limit = page_limit(q.limit)?;
+    let messages = state.chat.page(&channel, q.before, limit)?;
+    if let (Some(viewer), None, Some(newest)) = (&viewer, q.before, messages.last()) {
+        state.chat.mark_read(viewer, &channel, newest.seq)?;
+    }
+    let more = messages.first().is_some_and(|m| m.seq > 1);
+    Ok(
+        Json(json!({"channel": channel.name(), "messages": messages, "more": more}))
+            .into_response(),
+    )
+}
+
+fn page_limit(limit: Option<usize>) -> Result<usize, ApiError> {
+    match limit.unwrap_or(DEFAULT_PAGE) {
+        n @ 1..=MAX_PAGE => Ok(n),
+        n => Err(ApiError::bad(format!(
+            "limit must be 1 to {MAX_PAGE} (got {n})"
+        ))),
+    }
+}
+
+#[derive(Deserialize)]
+struct AroundQuery {
+    channel: String,
+    seq: i64,
+    context: Option<usize>,
+}
+
+/// A message with the messages around it (a search result in its place).
+async fn around(
+    extract::State(state): extract::State<State>,
+    Query(q): Query<AroundQuery>,
+) -> ApiResult {
+    let channel = state.channel(&q.channel)?;
+    let context = q.context.unwrap_or(20);
+    if context > MAX_PAGE / 2 {
+        return Err(ApiError::bad(format!(
+            "context must be at most {}",
+            MAX_PAGE / 2
+        )));
+    }
+    let messages = state.chat.around(&channel, q.seq, context)?;
+    let more = messages.first().is_some_and(|m| m.seq > 1);
+    Ok(
+        Json(json!({"channel": channel.name(), "messages": messages, "more": more}))
+            .into_response(),
+    )
+}
+
+#[derive(Deserialize)]
+struct ChannelQuery {
+    channel: String,
+}
+
+async fn members(
+    extract::State(state): extract::State<State>,
+    Query(q): Query<ChannelQuery>,
+) -> ApiResult {
+    let channel = state.channel(&q.channel)?;
+    let members = state.chat.members(&channel).await?;
+    Ok(Json(json!({"channel": channel.name(), "members": members})).into_response())
+}
+
+#[derive(Deserialize)]
+struct SearchQuery {
+    q: String,
+    channel: Option<String>,
+    limit: Option<usize>,
+}
+
+async fn search(
+    extract::State(state): extract::State<State>,
+    Query(q): Query<SearchQuery>,
+) -> ApiResult {
+    let channel = q
+        .channel
+        .as_deref()
+        .filter(|c| !c.is_empty())
+        .map(|c| state.channel(c))
+        .transpose()?;
+    let limit = match q.limit.unwrap_or(50) {
+        n @ 1..=100 => n,
+        n => return Err(ApiError::bad(format!("limit must be 1 to 100 (got {n})"))),
+    };
+    let messages = state.chat.search(&q.q, channel.as_ref(), limit).await?;
+    Ok(Json(json!({"query": q.q, "messages": messages})).into_response())
+}
+
+async fn approvals(extract::State(state): extract::State<State>) -> Json<Value> {
+    Json(json!({
+        "channel": state.chat.approvals_channel(),
+        "pending": state.chat.pending_approvals(),
+    }))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Send {
+    channel: String,
+    text: String,
+    nick: String,
+}
+
+/// Posts as the person `nick`.
+async fn send(extract::State(state): extract::State<State>, Json(body): Json<Send>) -> ApiResult {
+    let channel = state.channel(&body.channel)?;
+    let nick = state.nick(&body.nick, "nick")?;
+    let delivery = state.chat.say(&channel, &nick, &body.text).await?;
+    let ids: Vec<i64> = delivery.stored.iter().map(|m| m.id).collect();
+    Ok(Json(json!({
+        "channel": channel.name(),
+        "sent_as": delivery.sent_as,
+        "lines": delivery.lines,
+        "ids": ids,
+    }))
+    .into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Read {
+    channel: String,
+    seq: i64,
+    viewer: String,
+}
+
+/// The viewer has seen `channel` up to position `seq`.
+async fn read(extract::State(state): extract::State<State>, Json(body): Json<Read>) -> ApiResult {
+    let channel = state.channel(&body.channel)?;
+    let viewer = state.nick(&body.viewer, "viewer")?;
+    state.chat.mark_read(&viewer, &channel, body.seq)?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}

@@ -1,0 +1,123 @@
+//! `/api/stream`: every new message of every channel, as Server-Sent Events.
+//!
+//! Each event is `event: message`, `id: <message id>` and the message as
+//! JSON. A page that reconnects (the browser's `EventSource` does so on its
+//! own, sending `Last-Event-ID`), or that names `?since=<id>`, first gets
+//! every message after that id from the history, then the live ones: no
+//! hole and, since ids only grow, no duplicate. Without either it gets the
+//! messages from now on. A stream that falls behind the live feed catches
+//! up from the history the same way. Streams end when the server stops.
+
+use std::{convert::Infallible, sync::Arc, time::Duration};
+
+use axum::{
+    extract::{Query, State},
+    response::sse::{Event, KeepAlive, Sse},
+};
+use futures::Stream;
+use http::HeaderMap;
+use serde::Deserialize;
+use switchboard_chat::{ChatTools, Message};
+use tokio::sync::broadcast;
+
+use crate::api;
+
+/// Messages read from the history per catch-up step.
+const CATCH_UP: usize = 500;
+
+#[derive(Deserialize)]
+pub struct StreamQuery {
+    since: Option<i64>,
+}
+
+pub async fn stream(
+    State(state): State<api::State>,
+    headers: HeaderMap,
+    Query(q): Query<StreamQuery>,
+) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+    // Subscribed before the history is read: nothing falls in between.
+    let feed = state.chat.feed();
+    let resume = headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<i64>().ok())
+        .or(q.since);
+    let last = match resume {
+        Some(id) => id,
+        None => state.chat.newest_id().unwrap_or(0),
+    };
+    let follower = Follower {
+        chat: state.chat.clone(),
+        feed,
+        last,
+        catching_up: resume.is_some(),
+        queue: Vec::new(),
+    };
+    let events = futures::stream::unfold(follower, |mut f| async move {
+        let message = f.next().await?;
+        Some((Ok(event(&message)), f))
+    });
+    Sse::new(events).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+}
+
+/// One stream's position: the last id it sent, and what it must send next.
+struct Follower {
+    chat: Arc<ChatTools>,
+    feed: broadcast::Receiver<Arc<[Message]>>,
+    last: i64,
+    /// Reading the history rather than the feed.
+    catching_up: bool,
+    /// Messages to send, oldest last (popped from the end).
+    queue: Vec<Message>,
+}
+
+impl Follower {
+    /// The next message to send; `None` once the server is stopping.
+    async fn next(&mut self) -> Option<Message> {
+        loop {
+            if let Some(message) = self.queue.pop() {
+                if message.id > self.last {
+                    self.last = message.id;
+                    return Some(message);
+                }
+                continue;
+            }
+            if self.catching_up {
+                match self.chat.after(self.last, CATCH_UP) {
+                    Ok(page) => {
+                        self.catching_up = page.len() == CATCH_UP;
+                        self.queue = page;
+                        self.queue.reverse();
+                        continue;
+                    }
+                    Err(e) => {
+                        tracing::warn!(
+                            error = e.message(),
+                            "the web stream cannot read the history"
+                        );
+                        return None;
+                    }
+                }
+            }
+            let batch = tokio::select! {
+                batch = self.feed.recv() => batch,
+                () = self.chat.stopping() => return None,
+            };
+            match batch {
+                Ok(batch) => {
+                    self.queue = batch.iter().rev().cloned().collect();
+                }
+                Err(broadcast::error::RecvError::Lagged(_)) => self.catching_up = true,
+                Err(broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    }
+}
+
+fn event(message: &Message) -> Event {
+    Event::default()
+        .event("message")
+        .id(message.id.to_string())
+        .json_data(message)
+        .unwrap_or_else(|_| Event::default().comment("a message that cannot be encoded"))
+}
