@@ -36,7 +36,8 @@ pub struct Item {
 /// Per channel, what an identity has not seen.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Counts {
-    /// Unread messages (joined channels only).
+    /// Messages after the identity's cursor (for a channel it has read or
+    /// joined; they are in its inbox only when joined).
     pub unread: i64,
     /// Unread messages that mention the identity (any channel).
     pub mentions: i64,
@@ -147,9 +148,7 @@ impl Inbox {
         for cursor in self.history.cursors(me.key()) {
             let entry = counts.entry(cursor.channel_id).or_default();
             entry.joined = cursor.joined;
-            if cursor.joined {
-                entry.unread = cursor.unread;
-            }
+            entry.unread = cursor.unread;
         }
         for message in self.unread_mentions(me, map)? {
             counts.entry(message.channel_id).or_default().mentions += 1;

@@ -11,6 +11,8 @@
 //! - [`Line`] is the parsed view of one received line.
 //! - [`process`] has the environment to clear when running switchboard's binaries, and
 //!   waiting for a process to end.
+//! - [`Browser`] is Debian's Chromium, headless, driven over WebDriver by
+//!   `chromedriver` (both from Debian's `chromium` and `chromium-driver`).
 //!
 //! A missing server binary is a test failure (a panic telling what to install), never a
 //! skip. Note that InspIRCd completes registration about 1 s after NICK/USER, so connect
@@ -36,6 +38,7 @@
 //! # }
 //! ```
 
+mod browser;
 mod config;
 mod human;
 mod line;
@@ -44,6 +47,7 @@ mod server;
 mod services;
 mod tls;
 
+pub use browser::{Browser, BrowserOptions};
 pub use human::{ConnectError, Human, JOIN_TIMEOUT, REGISTER_TIMEOUT};
 pub use line::Line;
 pub use server::{IrcServer, ServerKind, ServerOptions};

@@ -24,7 +24,7 @@ pub struct ChannelSummary {
     pub members: usize,
     /// The viewer is in it.
     pub joined: bool,
-    /// Unread messages (when joined).
+    /// Messages the viewer has not read, once it has read or joined it.
     pub unread: i64,
     /// Unread messages that mention the viewer.
     pub mentions: i64,
@@ -72,7 +72,7 @@ impl ChatTools {
                 channel: name,
                 members,
                 joined: count.joined,
-                unread: if count.joined { count.unread } else { 0 },
+                unread: count.unread,
                 mentions: count.mentions,
             });
         }
@@ -197,10 +197,14 @@ impl ChatTools {
         Ok(delivery)
     }
 
-    /// `viewer` has read `channel` up to position `seq` (and is in it).
+    /// `viewer` has seen `channel` up to position `seq`. Looking is not
+    /// joining: a person browsing channels does not become their member.
     pub fn mark_read(&self, viewer: &Nick, channel: &Channel, seq: i64) -> Result<(), ToolError> {
         let id = self.known(channel)?;
-        self.read_up_to(viewer, id, seq)
+        self.history
+            .mark(viewer.key(), id, Some(seq), None)
+            .map(|_| ())
+            .map_err(fail)
     }
 
     /// Permission requests that can still be answered, oldest first.

@@ -1,0 +1,482 @@
+//! The web view: its API and headers with a plain HTTP client, and the page
+//! itself in real headless Chromium (Debian's, over WebDriver), against the
+//! real daemon, with agents on rmcp's client and people on IRC.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use reqwest::{StatusCode, header};
+use rmcp::model::ProtocolVersion;
+use serde_json::{Value, json};
+use switchboard_testkit::Browser;
+
+const WAIT: Duration = Duration::from_secs(15);
+
+fn base(server: &Server) -> String {
+    server.url("")
+}
+
+/// A JSON POST as the page makes it (same Origin).
+async fn post(server: &Server, path: &str, body: Value) -> reqwest::Response {
+    reqwest::Client::new()
+        .post(server.url(path))
+        .header(header::ORIGIN, base(server))
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+}
+
+async fn get_json(server: &Server, path: &str) -> (StatusCode, Value) {
+    let response = reqwest::get(server.url(path)).await.unwrap();
+    let status = response.status();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_reads_writes_and_refuses_what_it_must() {
+    let server = Server::start(&["--ephemeral"]).await;
+    let agent = http_client(&server.url("/mcp"), ProtocolVersion::V_2025_11_25).await;
+    send(&agent, "#ops", "robo", "deploy started\ndeploy finished").await;
+
+    let page = reqwest::get(server.url("/")).await.unwrap();
+    assert_eq!(page.status(), 200);
+    let csp = page.headers()["content-security-policy"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    for part in [
+        "default-src 'self'",
+        "script-src 'self'",
+        "frame-ancestors 'none'",
+    ] {
+        assert!(csp.contains(part), "{csp}");
+    }
+    assert!(!csp.contains("unsafe-inline"), "{csp}");
+    assert_eq!(page.headers()["x-content-type-options"], "nosniff");
+    let html = page.text().await.unwrap();
+    let script = html
+        .split("src=\"")
+        .nth(1)
+        .unwrap()
+        .split('"')
+        .next()
+        .unwrap()
+        .to_owned();
+    assert!(
+        script.starts_with("/assets/app.") && script.ends_with(".js"),
+        "{script}"
+    );
+    assert!(!html.contains("<script>"), "no inline script: {html}");
+
+    // Assets: compressed when asked, cached forever, revalidated by ETag.
+    let client = reqwest::Client::new();
+    let js = client
+        .get(server.url(&script))
+        .header(header::ACCEPT_ENCODING, "gzip")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(js.headers()[header::CONTENT_ENCODING], "gzip");
+    assert!(
+        js.headers()[header::CACHE_CONTROL]
+            .to_str()
+            .unwrap()
+            .contains("immutable")
+    );
+    let etag = js.headers()[header::ETAG].clone();
+    let again = client
+        .get(server.url(&script))
+        .header(header::IF_NONE_MATCH, etag)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), 304);
+
+    let (status, channels) = get_json(&server, "/api/channels?viewer=ann").await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        channels["channels"],
+        json!([{"channel": "#ops", "members": 1, "joined": false, "unread": 0, "mentions": 0}])
+    );
+    let (_, page) = get_json(&server, "/api/messages?channel=ops&viewer=ann").await;
+    let texts: Vec<&str> = page["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(texts, ["deploy started", "deploy finished"]);
+    assert_eq!(page["messages"][0]["kind"], "agent");
+    let (_, members) = get_json(&server, "/api/members?channel=ops").await;
+    assert_eq!(
+        members["members"][0],
+        json!({"nick": "robo", "kind": "agent"})
+    );
+
+    // A person writes: stored as a person's message, readable over MCP.
+    let sent = post(
+        &server,
+        "/api/send",
+        json!({"channel": "#ops", "text": "nice\nthanks", "nick": "ann"}),
+    )
+    .await;
+    assert_eq!(sent.status(), 200);
+    let sent: Value = sent.json().await.unwrap();
+    assert_eq!(sent["lines"], 2);
+    let read = call(
+        &agent,
+        "read_messages",
+        json!({"channel": "#ops", "limit": 2}),
+    )
+    .await;
+    let structured = read.structured_content.unwrap();
+    assert_eq!(structured["messages"][0]["text"], "thanks");
+    assert_eq!(structured["messages"][0]["kind"], "human");
+    let (_, found) = get_json(&server, "/api/search?q=finished").await;
+    assert_eq!(found["messages"][0]["text"], "deploy finished");
+    let seq = found["messages"][0]["seq"].as_i64().unwrap();
+    let (_, around) = get_json(
+        &server,
+        &format!("/api/around?channel=ops&seq={seq}&context=1"),
+    )
+    .await;
+    assert_eq!(around["messages"].as_array().unwrap().len(), 3);
+
+    // Bad input: a clear 4xx, nothing changes.
+    for (path, expected) in [
+        ("/api/channels?viewer=no%20spaces", "viewer:"),
+        (
+            "/api/messages?channel=nowhere",
+            "there is no channel #nowhere",
+        ),
+        (
+            "/api/messages?channel=ops&limit=0",
+            "limit must be 1 to 500",
+        ),
+        ("/api/messages?channel=bad%2Cname", "channel"),
+        ("/api/search?q=%20%21", "no words"),
+        (
+            "/api/around?channel=ops&seq=1&context=999",
+            "context must be",
+        ),
+    ] {
+        let (status, body) = get_json(&server, path).await;
+        assert_eq!(status, 400, "{path}: {body}");
+        assert!(
+            body["error"].as_str().unwrap().contains(expected),
+            "{path}: {body}"
+        );
+    }
+    for (body, expected) in [
+        (
+            json!({"channel": "#ops", "text": "x", "nick": "9"}),
+            "nick:",
+        ),
+        (
+            json!({"channel": "#ops", "text": "   ", "nick": "ann"}),
+            "empty",
+        ),
+        (
+            json!({"channel": "#o ps", "text": "x", "nick": "ann"}),
+            "contains",
+        ),
+    ] {
+        let response = post(&server, "/api/send", body.clone()).await;
+        assert_eq!(response.status(), 400, "{body}");
+        let error: Value = response.json().await.unwrap();
+        assert!(
+            error["error"].as_str().unwrap().contains(expected),
+            "{body}: {error}"
+        );
+    }
+    // Not from the page: no Origin, a foreign Origin, or not JSON.
+    let no_origin = client
+        .post(server.url("/api/send"))
+        .json(&json!({"channel": "#ops", "text": "csrf", "nick": "ann"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(no_origin.status(), 403);
+    let foreign = client
+        .post(server.url("/api/send"))
+        .header(header::ORIGIN, "https://evil.example")
+        .json(&json!({"channel": "#ops", "text": "csrf", "nick": "ann"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(foreign.status(), 403);
+    let form = client
+        .post(server.url("/api/send"))
+        .header(header::ORIGIN, base(&server))
+        .header(header::CONTENT_TYPE, "text/plain")
+        .body(r##"{"channel":"#ops","text":"csrf","nick":"ann"}"##)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(form.status(), 403);
+    let (_, page) = get_json(&server, "/api/messages?channel=ops").await;
+    assert_eq!(page["messages"].as_array().unwrap().len(), 4, "{page}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_is_asked_once_and_kept_in_a_strict_cookie() {
+    let server = Server::start_with(
+        &["--ephemeral"],
+        &[("SWITCHBOARD_HTTP_TOKEN", "open sesame")],
+    )
+    .await;
+    // The page needs no token; its data does.
+    assert_eq!(reqwest::get(server.url("/")).await.unwrap().status(), 200);
+    let (status, session) = get_json(&server, "/api/session").await;
+    assert_eq!(
+        (status, session["token_required"].clone()),
+        (StatusCode::OK, json!(true))
+    );
+    assert_eq!(
+        reqwest::get(server.url("/api/channels"))
+            .await
+            .unwrap()
+            .status(),
+        401
+    );
+    let wrong = post(&server, "/api/login", json!({"token": "guess"})).await;
+    assert_eq!(wrong.status(), 401);
+    assert!(wrong.headers().get(header::SET_COOKIE).is_none());
+    let right = post(&server, "/api/login", json!({"token": "open sesame"})).await;
+    assert_eq!(right.status(), 204);
+    let cookie = right.headers()[header::SET_COOKIE]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    for part in ["HttpOnly", "SameSite=Strict", "Path=/"] {
+        assert!(cookie.contains(part), "{cookie}");
+    }
+    let pair = cookie.split(';').next().unwrap().to_owned();
+    let client = reqwest::Client::new();
+    let with_cookie = client
+        .get(server.url("/api/channels"))
+        .header(header::COOKIE, &pair)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(with_cookie.status(), 200);
+    // The cookie opens the web view only, not MCP.
+    let mcp = client
+        .post(server.url("/mcp"))
+        .header(header::COOKIE, &pair)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(mcp.status(), 401);
+    let bearer = client
+        .get(server.url("/api/channels"))
+        .bearer_auth("open sesame")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bearer.status(), 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_web_turns_the_page_off() {
+    let server = Server::start(&["--ephemeral", "--no-web"]).await;
+    assert_eq!(reqwest::get(server.url("/")).await.unwrap().status(), 404);
+    assert_eq!(
+        reqwest::get(server.url("/api/channels"))
+            .await
+            .unwrap()
+            .status(),
+        404
+    );
+    assert!(
+        !server.log().contains("serving the web view"),
+        "{}",
+        server.log()
+    );
+}
+
+// --- in the browser -----------------------------------------------------------
+
+/// Opens the page and answers its name prompt with `name`.
+async fn open_as(browser: &Browser, url: &str, name: &str) {
+    browser.client.goto(url).await.unwrap();
+    browser
+        .until(
+            "the name prompt",
+            "return document.getElementById('name-dialog').open",
+            WAIT,
+        )
+        .await;
+    browser.keys("name", &format!("{name}\u{E007}")).await;
+    browser
+        .until(
+            "the live stream",
+            "return document.body.dataset.live === 'true'",
+            WAIT,
+        )
+        .await;
+}
+
+/// The texts of the messages on the page, in order.
+async fn shown(browser: &Browser) -> Vec<String> {
+    let value = browser
+        .run(
+            "return [...document.querySelectorAll('#messages li .text')].map(e => e.textContent)",
+            vec![],
+        )
+        .await;
+    serde_json::from_value(value).unwrap()
+}
+
+async fn wait_shown(browser: &Browser, text: &str) {
+    browser
+        .until(
+            &format!("{text:?} on the page"),
+            &format!(
+                "return [...document.querySelectorAll('#messages li .text')].some(e => e.textContent === {})",
+                json!(text)
+            ),
+            WAIT,
+        )
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_follows_an_agent_live_and_answers_in_several_lines() {
+    let server = Server::start(&["--ephemeral"]).await;
+    let agent = http_client(&server.url("/mcp"), ProtocolVersion::V_2025_11_25).await;
+    send(&agent, "#general", "robo", "good morning").await;
+    let browser = Browser::start().await;
+    open_as(&browser, &server.url("/"), "ann").await;
+    wait_shown(&browser, "good morning").await;
+    assert_eq!(
+        browser
+            .run("return document.getElementById('who').textContent", vec![])
+            .await,
+        "ann"
+    );
+
+    // Live: the agent writes, the page shows it without a reload.
+    send(
+        &agent,
+        "#general",
+        "robo",
+        "ann: the build is green, see https://ci.example/42",
+    )
+    .await;
+    wait_shown(
+        &browser,
+        "ann: the build is green, see https://ci.example/42",
+    )
+    .await;
+    let row = browser
+        .run(
+            "const li = [...document.querySelectorAll('#messages li')].pop();
+             return {mentioned: li.classList.contains('mentioned'),
+                     mark: li.querySelector('mark')?.textContent,
+                     link: li.querySelector('a')?.href,
+                     kind: li.querySelector('.nick').title};",
+            vec![],
+        )
+        .await;
+    assert_eq!(
+        row,
+        json!({"mentioned": true, "mark": "ann", "link": "https://ci.example/42", "kind": "an agent"})
+    );
+
+    // Shift+Enter makes a new line; Enter sends.
+    browser
+        .keys(
+            "text",
+            "first line\u{E008}\u{E007}\u{E000}second line\u{E007}",
+        )
+        .await;
+    wait_shown(&browser, "second line").await;
+    let read = call(
+        &agent,
+        "read_messages",
+        json!({"channel": "#general", "limit": 2}),
+    )
+    .await;
+    let messages = read.structured_content.unwrap()["messages"].clone();
+    assert_eq!(
+        (
+            &messages[0]["nick"],
+            &messages[0]["text"],
+            &messages[0]["kind"]
+        ),
+        (&json!("ann"), &json!("second line"), &json!("human"))
+    );
+    assert_eq!(messages[1]["text"], "first line");
+    assert_eq!(
+        browser
+            .run("return document.getElementById('text').value", vec![])
+            .await,
+        ""
+    );
+
+    // The channel list counts for ann; members tell agents from people.
+    let members = browser
+        .run(
+            "return [...document.querySelectorAll('#member-list li')].map(li => li.textContent)",
+            vec![],
+        )
+        .await;
+    assert!(
+        members.as_array().unwrap().iter().any(|m| m == "roboagent"),
+        "{members}"
+    );
+    browser.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_text_stays_text() {
+    let server = Server::start(&["--ephemeral"]).await;
+    let agent = http_client(&server.url("/mcp"), ProtocolVersion::V_2025_11_25).await;
+    let hostile = [
+        "<script>window.__pwned = 1</script>",
+        "<img src=x onerror=\"window.__pwned = 2\">",
+        "[click](javascript:window.__pwned=3) javascript:window.__pwned=4",
+        "\u{202E}gnp.exe\u{202C} and z\u{200B}ero\u{2066}width",
+        "<b>bold</b> &amp; <a href=\"https://evil.example\">x</a>",
+    ];
+    for text in hostile {
+        send(&agent, "#x", "mallory", text).await;
+    }
+    let browser = Browser::start().await;
+    open_as(&browser, &server.url("/#x"), "ann").await;
+    wait_shown(&browser, hostile[4]).await;
+    let texts = shown(&browser).await;
+    for text in hostile {
+        assert!(
+            texts.iter().any(|t| t == text),
+            "{text:?} not shown as itself: {texts:?}"
+        );
+    }
+    let dom = browser
+        .run(
+            "const log = document.getElementById('messages');
+             return {scripts: log.querySelectorAll('script').length,
+                     images: log.querySelectorAll('img').length,
+                     bold: log.querySelectorAll('b').length,
+                     links: [...log.querySelectorAll('a')].map(a => a.getAttribute('href')),
+                     pwned: window.__pwned === undefined ? null : window.__pwned,
+                     isolated: [...log.querySelectorAll('.text')].every(e => getComputedStyle(e).unicodeBidi === 'isolate')};",
+            vec![],
+        )
+        .await;
+    assert_eq!(dom["scripts"], 0);
+    assert_eq!(dom["images"], 0);
+    assert_eq!(dom["bold"], 0);
+    assert_eq!(dom["pwned"], Value::Null);
+    assert_eq!(dom["isolated"], true);
+    // Only http(s) text becomes a link: never a javascript: one.
+    let links = dom["links"].as_array().unwrap();
+    assert_eq!(links, &[json!("https://evil.example")], "{dom}");
+    browser.close().await;
+}
