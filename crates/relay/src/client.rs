@@ -182,13 +182,16 @@ impl Link {
     }
 
     /// Sends `event` to the application, which must have agreed on its name
-    /// in the welcome. Bounded by `timeout` like a request.
+    /// in the welcome (waited for, if it has not arrived yet). Bounded by
+    /// `timeout` like a request.
     pub async fn send_event(&self, event: &Event, timeout: Duration) -> Result<(), LinkError> {
         if let Some(reason) = self.closed.borrow().clone() {
             return Err(LinkError::Closed(reason));
         }
+        // What was agreed is known once the welcome is in.
         let agreed = self
-            .welcome()
+            .wait_welcome(timeout)
+            .await
             .is_some_and(|w| w.events.contains(&event.name));
         if !agreed {
             return Err(LinkError::NotAgreed(event.name.clone()));

@@ -200,9 +200,6 @@ fn log_to(path: &Path) -> Result<(), ShimError> {
     Ok(())
 }
 
-/// How long `initialize` waits for a running application's welcome (which
-/// says what the application pushes, and how to guide the agent).
-const WELCOME_WAIT: Duration = Duration::from_millis(500);
 /// How often a relayed call with a progress token reports progress.
 const PROGRESS_EVERY: Duration = Duration::from_secs(10);
 
@@ -441,7 +438,9 @@ async fn handle(
                 .iter()
                 .find(|v| **v == requested)
                 .unwrap_or(&VERSIONS[VERSIONS.len() - 1]);
-            let welcome = upstream.welcome(WELCOME_WAIT).await;
+            // A running application's welcome says what it pushes and how
+            // to guide the agent; an absent one fails at once.
+            let welcome = upstream.welcome().await;
             let agreed = welcome
                 .as_ref()
                 .map_or_else(|| upstream.cached_events(), |w| w.events.clone());

@@ -123,11 +123,11 @@ impl Upstream {
         })
     }
 
-    /// The application's welcome, dialling if needed and waiting at most
-    /// `wait` for it; `None` when the application is away.
-    pub async fn welcome(self: &Arc<Self>, wait: Duration) -> Option<Welcome> {
+    /// The application's welcome, dialling if needed and waiting for it as
+    /// long as for a connection; `None` when the application is away.
+    pub async fn welcome(self: &Arc<Self>) -> Option<Welcome> {
         let link = self.link().await.ok()?;
-        let welcome = link.wait_welcome(wait).await?;
+        let welcome = link.wait_welcome(self.timeouts.connect).await?;
         let mut snapshot = self.snapshot.lock().expect("snapshot lock");
         if snapshot.events != welcome.events || snapshot.app.as_ref() != Some(&welcome.app) {
             snapshot.events = welcome.events.clone();

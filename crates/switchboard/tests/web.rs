@@ -480,3 +480,278 @@ async fn hostile_text_stays_text() {
     assert_eq!(links, &[json!("https://evil.example")], "{dom}");
     browser.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn search_jumps_to_a_message_and_older_pages_load_on_demand() {
+    let server = Server::start(&["--ephemeral"]).await;
+    let agent = http_client(&server.url("/mcp"), ProtocolVersion::V_2025_11_25).await;
+    // 250 lines in one channel (one send), one needle among them.
+    let lines: Vec<String> = (0..250)
+        .map(|i| {
+            if i == 40 {
+                "the needle is here".to_owned()
+            } else {
+                format!("line {i}")
+            }
+        })
+        .collect();
+    send(&agent, "#hay", "robo", &lines.join("\n")).await;
+    send(&agent, "#other", "robo", "elsewhere").await;
+    let browser = Browser::start().await;
+    open_as(&browser, &server.url("/#hay"), "ann").await;
+    wait_shown(&browser, "line 249").await;
+    // The newest page first; older ones on demand, in order, without repeats.
+    assert_eq!(shown(&browser).await.len(), 100);
+    // Scrolling to the top loads the page before, keeping the view in place.
+    for expected in [200, 250] {
+        browser
+            .run("document.getElementById('log').scrollTop = 0", vec![])
+            .await;
+        browser
+            .until(
+                &format!("{expected} messages"),
+                &format!("return document.querySelectorAll('#messages li').length === {expected}"),
+                WAIT,
+            )
+            .await;
+    }
+    let texts = shown(&browser).await;
+    assert_eq!(texts, lines);
+    assert_eq!(
+        browser
+            .run("return document.getElementById('older').hidden", vec![])
+            .await,
+        true
+    );
+
+    // Search from another channel, then jump to the result in its place.
+    browser
+        .click("#channels button[data-channel='#other']")
+        .await;
+    wait_shown(&browser, "elsewhere").await;
+    browser.keys("search-q", "needle\u{E007}").await;
+    browser
+        .until(
+            "a search result",
+            "return document.querySelector('#result-list button')",
+            WAIT,
+        )
+        .await;
+    browser.click("#result-list button").await;
+    let target = browser
+        .until(
+            "the message in its channel",
+            "const t = document.querySelector('#messages li.target');
+             return t && document.getElementById('channel-title').textContent === '#hay' && t.querySelector('.text').textContent",
+            WAIT,
+        )
+        .await;
+    assert_eq!(target, "the needle is here");
+    let context = shown(&browser).await;
+    assert!(
+        context.contains(&"line 39".to_owned()) && context.contains(&"line 41".to_owned()),
+        "{context:?}"
+    );
+    assert_eq!(
+        browser
+            .run(
+                "return document.activeElement.classList.contains('target')",
+                vec![]
+            )
+            .await,
+        true
+    );
+    // Back to the newest.
+    browser.click("#newest").await;
+    wait_shown(&browser, "line 249").await;
+    browser.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_reconnects_after_a_restart_without_holes_or_repeats() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let addr = format!("127.0.0.1:{port}");
+    let args = [
+        "--http",
+        addr.as_str(),
+        "--data-dir",
+        data.to_str().unwrap(),
+    ];
+    let server = Server::start(&args).await;
+    let agent = http_client(&server.url("/mcp"), ProtocolVersion::V_2025_11_25).await;
+    send(&agent, "#c", "robo", "before").await;
+    let browser = Browser::start().await;
+    open_as(&browser, &server.url("/#c"), "ann").await;
+    wait_shown(&browser, "before").await;
+    send(&agent, "#c", "robo", "live one").await;
+    wait_shown(&browser, "live one").await;
+
+    server.signal(libc::SIGTERM);
+    assert!(server.exit(WAIT).await.success());
+    browser
+        .until(
+            "the page to notice",
+            "return document.body.dataset.live === 'false'",
+            WAIT,
+        )
+        .await;
+    let server = Server::start(&args).await;
+    let agent = http_client(&server.url("/mcp"), ProtocolVersion::V_2025_11_25).await;
+    // Said before the page is back: it must fill them in.
+    send(&agent, "#c", "robo", "while away 1\nwhile away 2").await;
+    browser
+        .until(
+            "the page to reconnect",
+            "return document.body.dataset.live === 'true'",
+            Duration::from_secs(30),
+        )
+        .await;
+    send(&agent, "#c", "robo", "after").await;
+    wait_shown(&browser, "after").await;
+    assert_eq!(
+        shown(&browser).await,
+        [
+            "before",
+            "live one",
+            "while away 1",
+            "while away 2",
+            "after"
+        ]
+    );
+    let ids = browser
+        .run("return [...document.querySelectorAll('#messages li')].map(li => Number(li.dataset.id))", vec![])
+        .await;
+    let ids: Vec<i64> = serde_json::from_value(ids).unwrap();
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
+    browser.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_approves_a_pending_request_with_a_button() {
+    let runtime = runtime_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("relay.sock");
+    let config = dir.path().join("switchboard.toml");
+    std::fs::write(&config, "[chat.approvals]\nchannel = \"#approvals\"\n").unwrap();
+    let server = Server::start_with(
+        &[
+            "--ephemeral",
+            "--config",
+            config.to_str().unwrap(),
+            "--socket",
+            socket.to_str().unwrap(),
+        ],
+        &[("XDG_RUNTIME_DIR", runtime.path().to_str().unwrap())],
+    )
+    .await;
+    let worker = RawClient::spawn(switchboard(
+        &[
+            "shim",
+            "--socket",
+            socket.to_str().unwrap(),
+            "--nick",
+            "worker",
+        ],
+        runtime.path(),
+    ));
+    let init = worker.initialize().await;
+    assert_eq!(
+        init["capabilities"]["experimental"]["claude/channel/permission"],
+        json!({}),
+        "{init}"
+    );
+    let browser = Browser::start().await;
+    open_as(&browser, &server.url("/"), "ann").await;
+    worker
+        .notify(
+            "notifications/claude/channel/permission_request",
+            json!({"request_id": "abcde", "tool_name": "Bash", "description": "List files", "input_preview": "{\"command\":\"ls\"}"}),
+        )
+        .await;
+    let pending = browser
+        .until(
+            "the pending request",
+            "const li = document.querySelector('#approval-list li[data-id=\"abcde\"]');
+             return li && !document.getElementById('approvals').hidden && li.textContent",
+            WAIT,
+        )
+        .await;
+    assert!(
+        pending
+            .as_str()
+            .unwrap()
+            .contains("worker wants to run Bash: List files"),
+        "{pending}"
+    );
+    browser
+        .click("#approval-list li[data-id='abcde'] button.allow")
+        .await;
+    let verdict = worker
+        .wait_for("notifications/claude/channel/permission", 1, WAIT)
+        .await;
+    assert_eq!(verdict.len(), 1, "{}", server.log());
+    assert_eq!(
+        verdict[0].1["params"],
+        json!({"request_id": "abcde", "behavior": "allow"})
+    );
+    browser
+        .until(
+            "the request to go",
+            "return !document.querySelector('#approval-list li[data-id=\"abcde\"]')",
+            WAIT,
+        )
+        .await;
+    worker.close().await;
+    browser.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_irc_the_person_speaks_under_their_own_nick() {
+    use switchboard_testkit::{Human, IrcServer, ServerKind, ServerOptions};
+    let irc = IrcServer::start(ServerKind::InspIRCd, ServerOptions::default()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("switchboard.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[chat]\nbackend = \"irc\"\n[chat.irc]\nserver = \"127.0.0.1\"\nport = {}\nsend_timeout_s = 20\nchannels = [\"#team\"]\n",
+            irc.port()
+        ),
+    )
+    .unwrap();
+    let server = Server::start(&["--ephemeral", "--config", config.to_str().unwrap()]).await;
+    let carol = Human::connect(&irc, "carol").await;
+    carol.join("#team").await;
+    carol.privmsg("#team", "hello from irc").await;
+    let browser = Browser::start().await;
+    open_as(&browser, &server.url("/#team"), "ann").await;
+    wait_shown(&browser, "hello from irc").await;
+    browser.keys("text", "hi carol, ann here\u{E007}").await;
+    let heard = carol
+        .expect(
+            |l| l.is_from("ann", "PRIVMSG") && l.param(0) == Some("#team"),
+            Duration::from_secs(20),
+        )
+        .await;
+    assert_eq!(heard.trailing(), Some("hi carol, ann here"));
+    wait_shown(&browser, "hi carol, ann here").await;
+    let kinds = browser
+        .run(
+            "return [...document.querySelectorAll('#messages li')].map(li => li.querySelector('.nick').textContent + ':' + li.className)",
+            vec![],
+        )
+        .await;
+    assert_eq!(
+        kinds,
+        json!(["carol:kind-human", "ann:kind-human"]),
+        "{kinds}"
+    );
+    carol.quit().await;
+    browser.close().await;
+}

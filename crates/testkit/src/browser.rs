@@ -173,17 +173,24 @@ impl Browser {
             .unwrap_or_else(|e| panic!("cannot type into #{id}: {e}"));
     }
 
-    /// Clicks the first element `css` selects.
+    /// Clicks the first element `css` selects. A page that re-renders
+    /// between finding and clicking (a stale element) is tried again.
     pub async fn click(&self, css: &str) {
-        let element = self
-            .client
-            .find(fantoccini::Locator::Css(css))
-            .await
-            .unwrap_or_else(|e| panic!("no element {css}: {e}"));
-        element
-            .click()
-            .await
-            .unwrap_or_else(|e| panic!("cannot click {css}: {e}"));
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let outcome = match self.client.find(fantoccini::Locator::Css(css)).await {
+                Ok(element) => element.click().await,
+                Err(e) => Err(e),
+            };
+            match outcome {
+                Ok(()) => return,
+                Err(e) if tries < 20 && e.to_string().contains("stale") => {
+                    tokio::time::sleep(Duration::from_millis(25)).await;
+                }
+                Err(e) => panic!("cannot click {css}: {e}"),
+            }
+        }
     }
 
     /// Ends the session, then chromedriver and the browser.
