@@ -121,7 +121,7 @@ function messageItem(m) {
   const li = document.createElement('li');
   li.dataset.id = m.id;
   li.dataset.seq = m.seq;
-  li.className = `kind-${m.kind}`;
+  li.className = `from-${m.kind}`;
   if (m.kind === 'system') li.classList.add('system');
   if (m.kind !== 'system' && m.nick.toLowerCase() !== state.viewer.toLowerCase() && mentions(m.text)) {
     li.classList.add('mentioned');
@@ -259,7 +259,8 @@ async function refreshChannels() {
   state.channels = data.channels;
   renderChannels();
   if (!state.channel && state.channels.length) {
-    const wanted = decodeURIComponent(location.hash.slice(1));
+    let wanted = decodeURIComponent(location.hash.slice(1));
+    if (wanted && !wanted.startsWith('#')) wanted = `#${wanted}`;
     const found = state.channels.find((c) => c.channel.toLowerCase() === wanted.toLowerCase());
     await openChannel(found ? found.channel : state.channels[0].channel);
   }
