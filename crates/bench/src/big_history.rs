@@ -16,6 +16,7 @@ use std::{
 use anyhow::{Context, ensure};
 use serde_json::json;
 use switchboard_chat::{Durability, History, Location, NameRules, NewMessage, SenderKind};
+use tempfile::TempDir;
 
 use crate::{
     Plan,
@@ -99,6 +100,21 @@ async fn fill(path: &Path, count: usize) -> anyhow::Result<()> {
     }
     history.close();
     Ok(())
+}
+
+/// A scratch copy of [`filled`], for a server that writes to it: the cached
+/// one stays as built.
+pub async fn copied(plan: &Plan, report: &mut Report) -> anyhow::Result<TempDir> {
+    let cached = filled(plan, report).await?;
+    let copy = tempfile::tempdir()?;
+    for file in ["history.db", "history.db-wal"] {
+        let from = cached.join(file);
+        if from.exists() {
+            std::fs::copy(&from, copy.path().join(file))
+                .with_context(|| format!("cannot copy {}", from.display()))?;
+        }
+    }
+    Ok(copy)
 }
 
 /// A plausible chat line of 8 to 15 words, different for every `i`.

@@ -27,6 +27,9 @@
 //!   blocked `wait_for_messages` over Streamable HTTP woken at once, the
 //!   daemon's memory per subscribed or waiting session, and `list_channels`
 //!   with unread counts over 100 channels of 100,000 messages.
+//! - `web-view` ([`web_view`]): the page at `/` in headless Chromium: first
+//!   paint of the 1,000,000 message channel, opening another channel, an
+//!   agent's message on an open page; 100 pages' live streams.
 //!
 //! The clients are built to cost far less than the server: a hand-written
 //! JSON-RPC client over the child's pipes (ids correlate concurrent calls on
@@ -52,6 +55,7 @@ mod server;
 mod stdio;
 mod sys;
 mod web;
+mod web_view;
 mod workload;
 
 use std::{cell::Cell, path::PathBuf, process::ExitCode, time::Instant};
@@ -97,6 +101,7 @@ enum Section {
     Relay,
     Irc,
     Notice,
+    WebView,
 }
 
 impl Section {
@@ -109,6 +114,7 @@ impl Section {
             Section::Relay => "relay",
             Section::Irc => "irc",
             Section::Notice => "notice",
+            Section::WebView => "web-view",
         }
     }
 }
@@ -207,6 +213,9 @@ fn run(cli: &Cli) -> anyhow::Result<Report> {
             Section::Relay => runtime.block_on(relay::section(&switchboard, &plan, &mut report)),
             Section::Irc => runtime.block_on(irc::section(&switchboard, &plan, &mut report)),
             Section::Notice => runtime.block_on(notice::section(&switchboard, &plan, &mut report)),
+            Section::WebView => {
+                runtime.block_on(web_view::section(&switchboard, &plan, &mut report))
+            }
         };
         if let Err(e) = result {
             eprintln!("section {} failed: {e:#}", section.name());

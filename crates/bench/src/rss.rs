@@ -5,8 +5,6 @@
 
 use std::time::Duration;
 
-use anyhow::Context;
-
 use crate::{
     Plan, big_history,
     report::{Report, Row, thousands},
@@ -35,15 +33,7 @@ pub async fn section(
         20.0,
     ));
 
-    let cached = big_history::filled(plan, report).await?;
-    let copy = tempfile::tempdir()?;
-    for file in ["history.db", "history.db-wal"] {
-        let from = cached.join(file);
-        if from.exists() {
-            std::fs::copy(&from, copy.path().join(file))
-                .with_context(|| format!("cannot copy {}", from.display()))?;
-        }
-    }
+    let copy = big_history::copied(plan, report).await?;
     eprintln!(
         "- RSS after the chat workload over HTTP on {} messages ({} × {} calls)",
         thousands(plan.messages as f64),

@@ -7,6 +7,8 @@
 //!   whose `endpoint` event names `/messages/?session_id=…`; each request is
 //!   POSTed there (answered `202`) on a second connection and its reply
 //!   arrives as a `message` event on the stream.
+//! - [`EventStream`]: any Server-Sent Events stream, such as the web view's
+//!   `/api/stream`.
 
 use std::net::SocketAddr;
 
@@ -158,21 +160,7 @@ pub struct SseSession {
 impl SseSession {
     /// Opens the event stream, reads the endpoint and runs the MCP handshake.
     pub async fn open(addr: SocketAddr) -> anyhow::Result<Self> {
-        let mut stream = Connection::open(addr).await?;
-        let response = stream
-            .send(
-                Method::GET,
-                "/sse",
-                &[(header::ACCEPT, "text/event-stream")],
-                Bytes::new(),
-            )
-            .await?;
-        ensure!(
-            response.status() == StatusCode::OK,
-            "GET /sse: HTTP {}",
-            response.status()
-        );
-        let mut events = EventStream::new(response.into_body());
+        let mut events = EventStream::open(addr, "/sse").await?;
         let endpoint = events.next().await?;
         ensure!(
             endpoint.name == "endpoint",
@@ -227,13 +215,13 @@ impl Session for SseSession {
 }
 
 /// One server-sent event.
-struct Event {
-    name: String,
-    data: String,
+pub struct Event {
+    pub name: String,
+    pub data: String,
 }
 
 /// Server-sent events parsed from a response body as it arrives.
-struct EventStream {
+pub struct EventStream {
     body: Incoming,
     buffer: Vec<u8>,
     /// Where to resume looking for the blank line that ends an event.
@@ -249,8 +237,27 @@ impl EventStream {
         }
     }
 
+    /// `GET path` on a connection of its own, answered with an event stream.
+    pub async fn open(addr: SocketAddr, path: &str) -> anyhow::Result<Self> {
+        let response = Connection::open(addr)
+            .await?
+            .send(
+                Method::GET,
+                path,
+                &[(header::ACCEPT, "text/event-stream")],
+                Bytes::new(),
+            )
+            .await?;
+        ensure!(
+            response.status() == StatusCode::OK,
+            "GET {path}: HTTP {}",
+            response.status()
+        );
+        Ok(Self::new(response.into_body()))
+    }
+
     /// The next event that carries data (comments and keep-alives skipped).
-    async fn next(&mut self) -> anyhow::Result<Event> {
+    pub async fn next(&mut self) -> anyhow::Result<Event> {
         loop {
             if let Some(end) = self.buffer[self.scanned..]
                 .windows(2)

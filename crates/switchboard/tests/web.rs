@@ -633,6 +633,32 @@ async fn the_page_reconnects_after_a_restart_without_holes_or_repeats() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pages_left_behind_give_back_their_stream() {
+    let server = Server::start(&["--ephemeral"]).await;
+    let agent = http_client(&server.url("/mcp"), ProtocolVersion::V_2025_11_25).await;
+    send(&agent, "#c", "robo", "first").await;
+    let browser = Browser::start().await;
+    let page = server.url("/#c");
+    open_as(&browser, &page, "ann").await;
+    wait_shown(&browser, "first").await;
+    // A browser opens six connections to one host: a page kept in its
+    // back/forward cache with its stream open would starve the next ones.
+    for _ in 0..8 {
+        browser.client.goto("about:blank").await.unwrap();
+        browser.client.goto(&page).await.unwrap();
+        wait_shown(&browser, "first").await;
+    }
+    browser.client.goto("about:blank").await.unwrap();
+    send(&agent, "#c", "robo", "while away").await;
+    browser.client.back().await.unwrap();
+    wait_shown(&browser, "while away").await;
+    send(&agent, "#c", "robo", "back again").await;
+    wait_shown(&browser, "back again").await;
+    assert_eq!(shown(&browser).await, ["first", "while away", "back again"]);
+    browser.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_person_approves_a_pending_request_with_a_button() {
     let runtime = runtime_dir();
     let dir = tempfile::tempdir().unwrap();
