@@ -775,7 +775,7 @@ async fn on_irc_the_person_speaks_under_their_own_nick() {
         .await;
     assert_eq!(
         kinds,
-        json!(["carol:kind-human", "ann:kind-human"]),
+        json!(["carol:from-human", "ann:from-human"]),
         "{kinds}"
     );
     carol.quit().await;
