@@ -10,7 +10,7 @@ use common::*;
 use reqwest::{StatusCode, header};
 use rmcp::model::ProtocolVersion;
 use serde_json::{Value, json};
-use switchboard_testkit::Browser;
+use switchboard_testkit::{Browser, BrowserOptions};
 
 const WAIT: Duration = Duration::from_secs(15);
 
@@ -431,6 +431,100 @@ async fn a_person_follows_an_agent_live_and_answers_in_several_lines() {
         members.as_array().unwrap().iter().any(|m| m == "roboagent"),
         "{members}"
     );
+    browser.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_phone_width_dark_page_works_by_keyboard_alone() {
+    let server = Server::start(&["--ephemeral"]).await;
+    let agent = http_client(&server.url("/mcp"), ProtocolVersion::V_2025_11_25).await;
+    send(&agent, "#k", "robo", "ann: anything from you?").await;
+    let browser = Browser::start_with(BrowserOptions {
+        width: 390,
+        height: 800,
+        dark: true,
+    })
+    .await;
+    open_as(&browser, &server.url("/#k"), "ann").await;
+    wait_shown(&browser, "ann: anything from you?").await;
+
+    let layout = browser
+        .run(
+            "const luminance = (css) => {
+               const [r, g, b] = css.match(/[\\d.]+/g).map(Number);
+               return (0.2126 * r + 0.7152 * g + 0.0722 * b) / 255;
+             };
+             const box = document.getElementById('text').getBoundingClientRect();
+             const unnamed = [...document.querySelectorAll('button, input, textarea, [tabindex]')]
+               .filter(e => e.offsetParent !== null)
+               .filter(e => !(e.getAttribute('aria-label') || (e.labels && e.labels.length)
+                              || e.textContent.trim()))
+               .map(e => e.outerHTML);
+             return {
+               overflow: document.documentElement.scrollWidth - window.innerWidth,
+               composer: [box.left >= 0, box.right <= window.innerWidth,
+                          box.bottom <= window.innerHeight, box.width >= 200],
+               background: luminance(getComputedStyle(document.body).backgroundColor),
+               text: luminance(getComputedStyle(document.body).color),
+               unnamed,
+             };",
+            vec![],
+        )
+        .await;
+    assert_eq!(layout["overflow"], 0, "wider than the window: {layout}");
+    assert_eq!(
+        layout["composer"],
+        json!([true, true, true, true]),
+        "{layout}"
+    );
+    assert!(
+        layout["background"].as_f64().unwrap() < 0.25 && layout["text"].as_f64().unwrap() > 0.6,
+        "not dark: {layout}"
+    );
+    assert_eq!(layout["unnamed"], json!([]), "controls without a name");
+
+    // From the top of the page: Tab reaches the skip link, Enter follows it
+    // to the message box, and Enter there sends.
+    browser
+        .run(
+            "document.activeElement.blur(); window.scrollTo(0, 0)",
+            vec![],
+        )
+        .await;
+    browser.press('\u{E004}').await;
+    let focused = browser
+        .run("return document.activeElement.textContent", vec![])
+        .await;
+    assert_eq!(focused, "Skip to the message box");
+    browser.press('\u{E007}').await;
+    let focused = browser
+        .run("return document.activeElement.id", vec![])
+        .await;
+    assert_eq!(focused, "text");
+    for key in "on it".chars() {
+        browser.press(key).await;
+    }
+    browser.press('\u{E007}').await;
+    wait_shown(&browser, "on it").await;
+    let read = call(
+        &agent,
+        "read_messages",
+        json!({"channel": "#k", "limit": 1}),
+    )
+    .await;
+    let newest = &read.structured_content.unwrap()["messages"][0];
+    assert_eq!(
+        (&newest["nick"], &newest["text"]),
+        (&json!("ann"), &json!("on it"))
+    );
+
+    // The members, folded away at this width, open from their button.
+    let toggle = "return [document.getElementById('members-toggle').getAttribute('aria-expanded'),
+                          document.getElementById('members').getBoundingClientRect().width > 0
+                          && getComputedStyle(document.getElementById('members')).display !== 'none']";
+    assert_eq!(browser.run(toggle, vec![]).await, json!(["false", false]));
+    browser.click("#members-toggle").await;
+    assert_eq!(browser.run(toggle, vec![]).await, json!(["true", true]));
     browser.close().await;
 }
 

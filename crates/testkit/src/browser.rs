@@ -15,7 +15,11 @@ use std::{
     time::{Duration, Instant},
 };
 
-use fantoccini::{Client, ClientBuilder, wd::Capabilities};
+use fantoccini::{
+    Client, ClientBuilder,
+    actions::{InputSource, KeyAction, KeyActions},
+    wd::Capabilities,
+};
 use serde_json::{Value, json};
 
 const CHROMIUM: &str = "/usr/bin/chromium";
@@ -171,6 +175,18 @@ impl Browser {
             .send_keys(keys)
             .await
             .unwrap_or_else(|e| panic!("cannot type into #{id}: {e}"));
+    }
+
+    /// Presses and releases `key` (a character, or a WebDriver key code such
+    /// as `\u{E004}`, Tab) on whatever has the focus, as a keyboard would.
+    pub async fn press(&self, key: char) {
+        let keys = KeyActions::new("keyboard".into())
+            .then(KeyAction::Down { value: key })
+            .then(KeyAction::Up { value: key });
+        self.client
+            .perform_actions(keys)
+            .await
+            .unwrap_or_else(|e| panic!("cannot press {key:?}: {e}"));
     }
 
     /// Clicks the first element `css` selects. A page that re-renders
