@@ -3,6 +3,9 @@
 //! The templates are the kit's own copies of `../shared/irc/*.template` with a few more
 //! `@NAME@` placeholders for the [`ServerOptions`] knobs; rendering fails loudly if a
 //! placeholder is left over, so a template edit cannot silently produce a broken config.
+//! An InspIRCd server in a [`crate::IrcNetwork`] gets its own name and SID, a server port
+//! and a `<link>` to the other server, and an operator block to cut and restore the link
+//! with (see [`Link`]).
 
 use std::path::Path;
 
@@ -13,19 +16,49 @@ const INSPIRCD_TEMPLATE: &str = include_str!("../irc/inspircd.conf.template");
 const NGIRCD_TEMPLATE: &str = include_str!("../irc/ngircd.conf.template");
 const ATHEME_TEMPLATE: &str = include_str!("../irc/atheme.conf.template");
 
-/// The password both ends of the InspIRCd-Atheme link send (loopback only).
+/// The password both ends of a server link send (InspIRCd-Atheme, InspIRCd-InspIRCd;
+/// loopback only).
 const LINK_PASSWORD: &str = "testkit-link";
+
+/// The operator account of a linked InspIRCd, for `OPER <name> <password>` from 127.0.0.1:
+/// it may `CONNECT`, `SQUIT` and `REHASH`, and is exempt from flood control (so that the
+/// kit's probes are not slowed down by [`ServerOptions::stock_flood`]).
+pub(crate) const OPER_NAME: &str = "testkit";
+pub(crate) const OPER_PASSWORD: &str = "testkit-oper";
+
+/// The template's `<server>` tag, which a linked server replaces to get its own name and
+/// SID (InspIRCd uses the first `<server>` tag only, so one cannot be added after it).
+const SERVER_TAG: &str = r#"<server name="irc.test""#;
+
+/// One InspIRCd server's side of a link to another InspIRCd server on 127.0.0.1.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Link {
+    /// This server's name (instead of `irc.test`), e.g. `irc0.test`.
+    pub(crate) name: &'static str,
+    /// This server's SID: a digit and two upper-case letters or digits, e.g. `0AA`.
+    pub(crate) sid: &'static str,
+    /// The port this server accepts server links on (`<bind type="servers">`).
+    pub(crate) port: u16,
+    /// The other server's name.
+    pub(crate) peer: &'static str,
+    /// The other server's server-link port.
+    pub(crate) peer_port: u16,
+    /// Dial the other server every second while unlinked (`<autoconnect period="1">`;
+    /// InspIRCd checks its autoconnects every 5 s).
+    pub(crate) autoconnect: bool,
+}
 
 /// Nick length used when [`ServerOptions::nicklen`] is `None` (ngIRCd's compiled-in maximum).
 const DEFAULT_NICKLEN: u32 = 31;
 
 /// The rendered config file for `kind`. `link_port` is the port Atheme links to, when
-/// [`ServerOptions::services`] is on.
+/// [`ServerOptions::services`] is on; `link` the link to another InspIRCd server.
 pub(crate) fn render(
     kind: ServerKind,
     options: &ServerOptions,
     port: u16,
     link_port: Option<u16>,
+    link: Option<&Link>,
     dir: &Path,
     tls: Option<&TlsFiles>,
 ) -> String {
@@ -66,7 +99,7 @@ pub(crate) fn render(
                      <sasl target=\"services.test\" requiressl=\"no\">"
                 )
             });
-            fill(
+            let config = fill(
                 INSPIRCD_TEMPLATE,
                 &[
                     ("PORT", &port),
@@ -95,7 +128,11 @@ pub(crate) fn render(
                     ("TLS_MODULE", tls_module.as_deref().unwrap_or("")),
                     ("SERVICES", services.as_deref().unwrap_or("")),
                 ],
-            )
+            );
+            match link {
+                Some(link) => linked(config, link),
+                None => config,
+            }
         }
         ServerKind::NgIRCd => {
             let plain_ports = match tls {
@@ -131,6 +168,45 @@ pub(crate) fn render(
             )
         }
     }
+}
+
+/// `config` (a rendered InspIRCd config) renamed to `link.name` with SID `link.sid`, and
+/// with the server port, the `<link>` to the peer, the `<autoconnect>` if on, and the
+/// operator appended.
+fn linked(config: String, link: &Link) -> String {
+    assert_eq!(
+        config.matches(SERVER_TAG).count(),
+        1,
+        "the InspIRCd template must have exactly one {SERVER_TAG}"
+    );
+    let Link {
+        name,
+        sid,
+        port,
+        peer,
+        peer_port,
+        autoconnect,
+    } = link;
+    let config = config.replace(SERVER_TAG, &format!(r#"<server name="{name}" id="{sid}""#));
+    let autoconnect = if *autoconnect {
+        format!("<autoconnect period=\"1\" server=\"{peer}\">\n")
+    } else {
+        String::new()
+    };
+    format!(
+        "{config}\n\
+         # Linked to {peer} (IrcNetwork).\n\
+         <bind address=\"127.0.0.1\" port=\"{port}\" type=\"servers\">\n\
+         <module name=\"spanningtree\">\n\
+         <link name=\"{peer}\" ipaddr=\"127.0.0.1\" port=\"{peer_port}\" \
+         allowmask=\"127.0.0.1/32\" sendpass=\"{LINK_PASSWORD}\" recvpass=\"{LINK_PASSWORD}\">\n\
+         {autoconnect}\
+         <class name=\"testkit-link\" commands=\"CONNECT SQUIT REHASH\" \
+         privs=\"users/flood/no-throttle\">\n\
+         <type name=\"LinkAdmin\" classes=\"testkit-link\">\n\
+         <oper name=\"{OPER_NAME}\" password=\"{OPER_PASSWORD}\" host=\"*@127.0.0.1\" \
+         type=\"LinkAdmin\">\n"
+    )
 }
 
 /// The Atheme config that links to the InspIRCd server port `link_port`.
@@ -197,7 +273,15 @@ mod tests {
 
     /// The config on port 4242, in /tmp/x, without TLS.
     fn config_for(kind: ServerKind, options: &ServerOptions, link_port: Option<u16>) -> String {
-        render(kind, options, 4242, link_port, Path::new("/tmp/x"), None)
+        render(
+            kind,
+            options,
+            4242,
+            link_port,
+            None,
+            Path::new("/tmp/x"),
+            None,
+        )
     }
 
     #[test]
@@ -271,6 +355,47 @@ mod tests {
     }
 
     #[test]
+    fn a_linked_server_has_its_own_name_a_server_port_and_an_operator() {
+        let mut link = Link {
+            name: "irc1.test",
+            sid: "1AA",
+            port: 4343,
+            peer: "irc0.test",
+            peer_port: 4444,
+            autoconnect: true,
+        };
+        let render_linked = |link: &Link| {
+            render(
+                ServerKind::InspIRCd,
+                &opts(),
+                4242,
+                None,
+                Some(link),
+                Path::new("/tmp/x"),
+                None,
+            )
+        };
+        let conf = render_linked(&link);
+        assert!(conf.contains(r#"<server name="irc1.test" id="1AA" description="#));
+        assert!(!conf.contains(SERVER_TAG));
+        assert!(conf.contains(r#"<bind address="127.0.0.1" port="4242" type="clients">"#));
+        assert!(conf.contains(r#"<bind address="127.0.0.1" port="4343" type="servers">"#));
+        assert_eq!(conf.matches(r#"<module name="spanningtree">"#).count(), 1);
+        assert!(conf.contains(&format!(
+            r#"<link name="irc0.test" ipaddr="127.0.0.1" port="4444" allowmask="127.0.0.1/32" sendpass="{LINK_PASSWORD}" recvpass="{LINK_PASSWORD}">"#
+        )));
+        assert!(conf.contains(r#"<autoconnect period="1" server="irc0.test">"#));
+        assert!(conf.contains(&format!(
+            r#"<oper name="{OPER_NAME}" password="{OPER_PASSWORD}" host="*@127.0.0.1" type="LinkAdmin">"#
+        )));
+
+        link.autoconnect = false;
+        let conf = render_linked(&link);
+        assert!(!conf.contains("<autoconnect"));
+        assert!(conf.contains(r#"<link name="irc0.test""#));
+    }
+
+    #[test]
     fn ngircd_defaults_and_options() {
         let conf = config_for(ServerKind::NgIRCd, &opts(), None);
         assert!(conf.contains("\tPorts = 4242\n"));
@@ -301,6 +426,7 @@ mod tests {
             &options,
             4242,
             None,
+            None,
             dir.path(),
             Some(&tls),
         );
@@ -312,6 +438,7 @@ mod tests {
             ServerKind::NgIRCd,
             &options,
             4242,
+            None,
             None,
             dir.path(),
             Some(&tls),

@@ -229,6 +229,17 @@ impl Human {
         }
     }
 
+    /// Like [`Human::expect`], but `None` instead of a panic when no such line arrives in
+    /// time or the connection closes first.
+    pub(crate) async fn try_expect(
+        &self,
+        pred: impl FnMut(&Line) -> bool,
+        timeout: Duration,
+    ) -> Option<Line> {
+        let found = self.wait_for(Instant::now() + timeout, pred).await;
+        found.ok().map(|(_, line)| line)
+    }
+
     /// Every line received so far, in order (including PINGs and lines already returned by
     /// [`Human::expect`]). `Line::raw` has the exact text, e.g. to assert that
     /// `QUIT :bye` never arrived as a command from some nick.

@@ -6,6 +6,9 @@
 //!   and can kill, stop and restart it on the same port for fault tests. InspIRCd can run
 //!   with Atheme services linked (`ServerOptions { services: true, .. }`), for SASL PLAIN
 //!   against real NickServ accounts ([`IrcServer::register_account`]).
+//! - [`IrcNetwork`] is two InspIRCd servers linked into one network, standing for two
+//!   hosts: a client on each side, a netsplit and its healing on demand, and restarting
+//!   either server with the link coming back.
 //! - [`Human`] is a raw-socket IRC client (RFC 1459/2812, no IRC crate) that registers,
 //!   joins, talks, and lets a test wait for and inspect what the server sent.
 //! - [`Line`] is the parsed view of one received line.
@@ -42,6 +45,7 @@ mod browser;
 mod config;
 mod human;
 mod line;
+mod network;
 pub mod process;
 mod server;
 mod services;
@@ -50,6 +54,7 @@ mod tls;
 pub use browser::{Browser, BrowserOptions};
 pub use human::{ConnectError, Human, JOIN_TIMEOUT, REGISTER_TIMEOUT};
 pub use line::Line;
+pub use network::IrcNetwork;
 pub use server::{IrcServer, ServerKind, ServerOptions};
 
 #[cfg(test)]
@@ -59,6 +64,7 @@ mod tests {
     fn handles_are_send_and_sync() {
         fn check<T: Send + Sync>() {}
         check::<super::IrcServer>();
+        check::<super::IrcNetwork>();
         check::<super::Human>();
         check::<super::Line>();
         check::<super::ConnectError>();

@@ -5,6 +5,8 @@
 //! `server.log` in that dir, and returns once the server has logged that it is ready. The
 //! process is killed when the [`IrcServer`] is dropped, and the temp dir is removed.
 //! With [`ServerOptions::services`], Atheme services run alongside (see `services.rs`).
+//! [`crate::IrcNetwork`] starts two InspIRCd servers linked to each other with
+//! `IrcServer::start_linked`.
 //! See `../shared/irc/README.md` for the measurements behind the settings used here.
 
 use std::fmt;
@@ -182,6 +184,8 @@ pub struct IrcServer {
     port: u16,
     /// The port Atheme links to, with services.
     link_port: Option<u16>,
+    /// The link to the other server, in an [`crate::IrcNetwork`].
+    link: Option<config::Link>,
     tls: Option<TlsFiles>,
     child: Option<Child>,
     /// Killed on drop, after the server (see `Drop::drop`).
@@ -204,28 +208,11 @@ impl IrcServer {
             !options.services || kind == ServerKind::InspIRCd,
             "ServerOptions::services needs InspIRCd: the kit links Atheme to InspIRCd only, not to {kind}"
         );
-        let binary = find_binary(kind.binary_name());
-        let atheme = options.services.then(|| find_binary("atheme-services"));
-        let dir = tempfile::Builder::new()
-            .prefix(&format!("testkit-{}-", kind.binary_name()))
-            .tempdir()
-            .expect("create temp dir");
-        if kind == ServerKind::NgIRCd {
-            // Its IncludeDir; a missing one only logs a warning, but keep the log clean.
-            std::fs::create_dir(dir.path().join("ngircd.conf.d")).expect("create IncludeDir");
-        }
-        let tls = options.tls.then(|| TlsFiles::generate(dir.path()));
-        let mut server = IrcServer {
-            kind,
-            options,
-            binary,
-            port: 0,
-            link_port: None,
-            tls,
-            child: None,
-            services: None,
-            dir,
-        };
+        let mut server = IrcServer::new(kind, options, None);
+        let atheme = server
+            .options
+            .services
+            .then(|| find_binary("atheme-services"));
         for _ in 0..PORT_ATTEMPTS {
             server.port = free_port();
             server.link_port = atheme.is_some().then(|| free_port_except(server.port));
@@ -248,6 +235,57 @@ impl IrcServer {
         server.fail(&format!(
             "lost the bind race on {PORT_ATTEMPTS} ports in a row"
         ))
+    }
+
+    /// Starts an InspIRCd server on client port `port` with `link` to another one, and
+    /// waits (at most 10 s) until it is ready; or `None` if `port` or the server port of
+    /// `link` could not be bound (the caller picks fresh ports for both servers and tries
+    /// again). Whether the link comes up is for the caller to watch.
+    ///
+    /// # Panics
+    /// As [`IrcServer::start`]; `options.services` is the caller's to refuse.
+    pub(crate) async fn start_linked(
+        options: ServerOptions,
+        port: u16,
+        link: config::Link,
+    ) -> Option<IrcServer> {
+        let mut server = IrcServer::new(ServerKind::InspIRCd, options, Some(link));
+        server.port = port;
+        server.write_config();
+        match server.launch().await {
+            Ok(child) => {
+                server.child = Some(child);
+                Some(server)
+            }
+            Err(Launch::BindFailed) => None,
+            Err(Launch::Failed(why)) => server.fail(&why),
+        }
+    }
+
+    /// A server not started yet, with its temp dir (and TLS files) made; port 0.
+    fn new(kind: ServerKind, options: ServerOptions, link: Option<config::Link>) -> IrcServer {
+        let binary = find_binary(kind.binary_name());
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("testkit-{}-", kind.binary_name()))
+            .tempdir()
+            .expect("create temp dir");
+        if kind == ServerKind::NgIRCd {
+            // Its IncludeDir; a missing one only logs a warning, but keep the log clean.
+            std::fs::create_dir(dir.path().join("ngircd.conf.d")).expect("create IncludeDir");
+        }
+        let tls = options.tls.then(|| TlsFiles::generate(dir.path()));
+        IrcServer {
+            kind,
+            options,
+            binary,
+            port: 0,
+            link_port: None,
+            link,
+            tls,
+            child: None,
+            services: None,
+            dir,
+        }
     }
 
     /// The TCP port on 127.0.0.1 (TLS-only when started with `tls: true`).
@@ -406,6 +444,17 @@ impl IrcServer {
         }
     }
 
+    /// Turns the `<autoconnect>` of a linked server on or off in its config file, which
+    /// the running server reads on `REHASH` and a restarted one at start.
+    pub(crate) fn set_autoconnect(&mut self, on: bool) {
+        let link = self
+            .link
+            .as_mut()
+            .expect("set_autoconnect on a server started with start_linked");
+        link.autoconnect = on;
+        self.write_config();
+    }
+
     /// Starts the services (if any) and waits until they have linked to the running server.
     async fn launch_services(&mut self) {
         if let Some(services) = &mut self.services
@@ -437,6 +486,7 @@ impl IrcServer {
             &self.options,
             self.port,
             self.link_port,
+            self.link.as_ref(),
             self.dir.path(),
             self.tls.as_ref(),
         );
@@ -534,6 +584,19 @@ fn free_port() -> u16 {
         .and_then(|l| l.local_addr())
         .expect("bind 127.0.0.1:0 to find a free port")
         .port()
+}
+
+/// `N` different ports that were free on 127.0.0.1 a moment ago.
+pub(crate) fn free_ports<const N: usize>() -> [u16; N] {
+    // Held open together, so that the OS hands out N different ports.
+    let listeners: [std::net::TcpListener; N] = std::array::from_fn(|_| {
+        std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0 to find a free port")
+    });
+    listeners.map(|l| {
+        l.local_addr()
+            .expect("local address of a bound socket")
+            .port()
+    })
 }
 
 /// A free port (see [`free_port`]) other than `taken`.
