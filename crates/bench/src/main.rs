@@ -23,6 +23,10 @@
 //!   stdin to its PRIVMSG on the wire (p50 of 500 sequential sends), the
 //!   observer's ingest of 100,000 channel messages into the history, and
 //!   resident memory with 200 agent nicks connected at once.
+//! - `hosts` ([`hosts`]): two `serve --http` on the IRC backend, one on each
+//!   server of two InspIRCd linked on loopback: an agent's `send_message` on
+//!   one host to another agent's blocked `wait_for_messages` returning on the
+//!   other (p50 and p99 of sequential rounds).
 //! - `notice` ([`notice`]): pushes fanned out to 200 shim sessions, 1,000
 //!   blocked `wait_for_messages` over Streamable HTTP woken at once, the
 //!   daemon's memory per subscribed or waiting session, and `list_channels`
@@ -30,6 +34,8 @@
 //! - `web-view` ([`web_view`]): the page at `/` in headless Chromium: first
 //!   paint of the 1,000,000 message channel, opening another channel, an
 //!   agent's message on an open page; 100 pages' live streams.
+//! - `tokens` ([`tokens`]): the per-request cost of checking a token among
+//!   100 configured, in-process and over HTTP.
 //!
 //! The clients are built to cost far less than the server: a hand-written
 //! JSON-RPC client over the child's pipes (ids correlate concurrent calls on
@@ -45,6 +51,7 @@
 
 mod big_history;
 mod cold_start;
+mod hosts;
 mod irc;
 mod notice;
 mod relay;
@@ -54,6 +61,7 @@ mod rss;
 mod server;
 mod stdio;
 mod sys;
+mod tokens;
 mod web;
 mod web_view;
 mod workload;
@@ -100,8 +108,10 @@ enum Section {
     Rss,
     Relay,
     Irc,
+    Hosts,
     Notice,
     WebView,
+    Tokens,
 }
 
 impl Section {
@@ -113,8 +123,10 @@ impl Section {
             Section::Rss => "rss",
             Section::Relay => "relay",
             Section::Irc => "irc",
+            Section::Hosts => "hosts",
             Section::Notice => "notice",
             Section::WebView => "web-view",
+            Section::Tokens => "tokens",
         }
     }
 }
@@ -212,10 +224,12 @@ fn run(cli: &Cli) -> anyhow::Result<Report> {
             Section::Rss => runtime.block_on(rss::section(&switchboard, &plan, &mut report)),
             Section::Relay => runtime.block_on(relay::section(&switchboard, &plan, &mut report)),
             Section::Irc => runtime.block_on(irc::section(&switchboard, &plan, &mut report)),
+            Section::Hosts => runtime.block_on(hosts::section(&switchboard, &plan, &mut report)),
             Section::Notice => runtime.block_on(notice::section(&switchboard, &plan, &mut report)),
             Section::WebView => {
                 runtime.block_on(web_view::section(&switchboard, &plan, &mut report))
             }
+            Section::Tokens => runtime.block_on(tokens::section(&switchboard, &plan, &mut report)),
         };
         if let Err(e) = result {
             eprintln!("section {} failed: {e:#}", section.name());

@@ -118,12 +118,21 @@ impl Switchboard {
     /// own rather than at the standard path, so that runs beside a running
     /// daemon or another benchmark do not collide.
     pub async fn start_http(&self, data: Data<'_>) -> anyhow::Result<(Server, SocketAddr)> {
+        self.start_http_with(&[], data).await
+    }
+
+    /// [`Switchboard::start_http`] with more `args` (such as `--config FILE`).
+    pub async fn start_http_with(
+        &self,
+        args: &[&str],
+        data: Data<'_>,
+    ) -> anyhow::Result<(Server, SocketAddr)> {
         let scratch = tempfile::tempdir().context("cannot create a temp dir")?;
         let socket = scratch.path().join("relay.sock");
         let socket = socket.to_str().context("the temp dir is not UTF-8")?;
-        let mut cmd = tokio::process::Command::from(
-            self.command(&["--http", "127.0.0.1:0", "--socket", socket], data),
-        );
+        let mut all = vec!["--http", "127.0.0.1:0", "--socket", socket];
+        all.extend_from_slice(args);
+        let mut cmd = tokio::process::Command::from(self.command(&all, data));
         cmd.stdin(Stdio::null()).stdout(Stdio::null());
         let (mut server, ready) = Server::spawn(cmd, Some(HTTP_READY))?;
         server.scratch = Some(scratch);

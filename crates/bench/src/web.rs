@@ -30,6 +30,8 @@ use crate::rpc::{self, Reply, Session};
 struct Connection {
     sender: SendRequest<Full<Bytes>>,
     host: String,
+    /// `Bearer <token>`, sent with every request, when the server wants one.
+    authorization: Option<String>,
 }
 
 impl Connection {
@@ -47,6 +49,7 @@ impl Connection {
         Ok(Self {
             sender,
             host: addr.to_string(),
+            authorization: None,
         })
     }
 
@@ -61,6 +64,9 @@ impl Connection {
             .method(method)
             .uri(path)
             .header(header::HOST, &self.host);
+        if let Some(value) = &self.authorization {
+            request = request.header(header::AUTHORIZATION, value);
+        }
         for (name, value) in headers {
             request = request.header(name, *value);
         }
@@ -106,8 +112,16 @@ pub struct HttpSession {
 impl HttpSession {
     /// Connects and runs the MCP handshake.
     pub async fn open(addr: SocketAddr) -> anyhow::Result<Self> {
+        Self::open_with(addr, None).await
+    }
+
+    /// Connects presenting `token` with every request, and runs the MCP
+    /// handshake.
+    pub async fn open_with(addr: SocketAddr, token: Option<&str>) -> anyhow::Result<Self> {
+        let mut connection = Connection::open(addr).await?;
+        connection.authorization = token.map(|t| format!("Bearer {t}"));
         let mut session = Self {
-            connection: Connection::open(addr).await?,
+            connection,
             next_id: 1,
         };
         session

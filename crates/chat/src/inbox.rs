@@ -66,13 +66,14 @@ impl Inbox {
         }
     }
 
-    /// Up to `limit` inbox items of `me`, oldest first (by insertion); they
-    /// stay unread until [`Inbox::mark_read`].
+    /// Up to `limit` inbox items of `me` that `allow` lets through, oldest
+    /// first (by insertion); they stay unread until [`Inbox::mark_read`].
     pub fn peek(
         &self,
         me: &Nick,
         map: CaseMapping,
         limit: usize,
+        allow: &dyn Fn(&Message) -> bool,
     ) -> Result<Vec<Item>, HistoryError> {
         let mut items: Vec<Item> = Vec::new();
         for cursor in self.history.cursors(me.key()) {
@@ -103,6 +104,7 @@ impl Inbox {
                 });
             }
         }
+        items.retain(|i| allow(&i.message));
         items.sort_by_key(|i| i.message.id);
         items.truncate(limit);
         Ok(items)
@@ -307,7 +309,7 @@ mod tests {
             .block_on(history.append(vec![line("#c", "ann", "live one")]))
             .unwrap();
         inbox.join(&bob, map, live[0].channel_id).unwrap();
-        assert!(inbox.peek(&bob, map, 10).unwrap().is_empty());
+        assert!(inbox.peek(&bob, map, 10, &|_| true).unwrap().is_empty());
         // A server replays a line from an hour ago after the live one.
         let replayed = NewMessage {
             time: Some(live[0].time - chrono::Duration::hours(1)),
@@ -315,13 +317,13 @@ mod tests {
             ..line("#c", "eve", "said while you were away")
         };
         rt.block_on(history.append(vec![replayed])).unwrap();
-        let items = inbox.peek(&bob, map, 10).unwrap();
+        let items = inbox.peek(&bob, map, 10, &|_| true).unwrap();
         assert_eq!(items.len(), 1);
         assert_eq!(items[0].message.text, "said while you were away");
         let counts = inbox.counts(&bob, map).unwrap();
         assert_eq!(counts[&live[0].channel_id].unread, 1);
         inbox.mark_read(&bob, &items).unwrap();
-        assert!(inbox.peek(&bob, map, 10).unwrap().is_empty());
+        assert!(inbox.peek(&bob, map, 10, &|_| true).unwrap().is_empty());
         assert_eq!(
             inbox.counts(&bob, map).unwrap()[&live[0].channel_id].unread,
             0
@@ -344,16 +346,16 @@ mod tests {
             line("#c", "ann", "nothing for you"),
         ]))
         .unwrap();
-        let items = inbox.peek(&bob, map, 10).unwrap();
+        let items = inbox.peek(&bob, map, 10, &|_| true).unwrap();
         let texts: Vec<&str> = items.iter().map(|i| i.message.text.as_str()).collect();
         assert_eq!(texts, ["hey BOB{1}, look", "bob[1]: and here"]);
         assert!(items.iter().all(|i| i.mention));
         // Looking again finds the same, without scanning twice.
-        assert_eq!(inbox.peek(&bob, map, 10).unwrap(), items);
+        assert_eq!(inbox.peek(&bob, map, 10, &|_| true).unwrap(), items);
         let counts = inbox.counts(&bob, map).unwrap();
         assert_eq!(counts.values().map(|c| c.mentions).sum::<i64>(), 2);
         inbox.mark_read(&bob, &items[..1]).unwrap();
-        let left = inbox.peek(&bob, map, 10).unwrap();
+        let left = inbox.peek(&bob, map, 10, &|_| true).unwrap();
         assert_eq!(left.len(), 1);
         assert_eq!(left[0].message.text, "bob[1]: and here");
         history.close();

@@ -2,6 +2,7 @@
 //! carried by a pluggable backend.
 //!
 //! - [`tools`] — the chat toolset ([`ChatTools`]) agents call over MCP.
+//! - [`access`] — what a caller's token allows: nicks, channels, sends.
 //! - [`inbox`] — an identity's unread messages and mentions.
 //! - [`push`] — new inbox items pushed into sessions that can be woken.
 //! - [`approvals`] — a client's permission prompts, answered in a channel.
@@ -10,6 +11,7 @@
 //! - [`history`] — the SQLite message store every backend records into.
 //! - [`names`], [`text`] — IRC-compatible rules for names and message text.
 
+pub mod access;
 pub mod approvals;
 pub mod backend;
 pub mod history;
@@ -21,9 +23,12 @@ pub mod push;
 pub mod text;
 pub mod tools;
 
+pub use access::Access;
 pub use approvals::ApprovalSettings;
 pub use backend::{ChatBackend, ChatError, Delivery, Member};
-pub use history::{Durability, History, HistoryError, Location, Message, NewMessage, SenderKind};
+pub use history::{
+    Durability, History, HistoryError, Location, Message, NewMessage, SenderKind, Since,
+};
 pub use local::LocalHub;
 pub use names::{CaseMapping, Channel, NameError, NameRules, Nick};
 pub use push::{PushMode, PushSettings};

@@ -120,6 +120,10 @@ fn to_model<T: Serialize, M: serde::de::DeserializeOwned>(value: &T) -> Result<M
 }
 
 impl ResourceSource for DocsTools {
+    fn name(&self) -> &str {
+        "docs"
+    }
+
     fn list(&self) -> Pin<Box<dyn Future<Output = Result<Vec<Resource>, String>> + Send + '_>> {
         Box::pin(async move {
             let list = self.list_resources().await.map_err(|e| e.to_string())?;

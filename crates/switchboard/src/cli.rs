@@ -30,6 +30,48 @@ pub enum Command {
     Say(SayArgs),
     /// Write the mcpServers JSON an agent CLI takes with --mcp-config.
     McpConfig(McpConfigArgs),
+    /// Copy the history database, consistently, while the daemon keeps writing.
+    Backup(BackupArgs),
+    /// Print the shell completion script for bash, zsh, fish, elvish or powershell.
+    Completions(CompletionsArgs),
+    /// Print a manual page (roff), or write them all into a directory.
+    Man(ManArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct BackupArgs {
+    /// The file to write, e.g. history-backup.db (its directory must exist).
+    #[arg(value_name = "PATH")]
+    pub path: PathBuf,
+    /// Replace PATH if it exists.
+    #[arg(long)]
+    pub force: bool,
+    /// The config file serve uses (also SWITCHBOARD_CONFIG).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// The profile serve uses (also SWITCHBOARD_PROFILE).
+    #[arg(long, value_name = "NAME")]
+    pub profile: Option<String>,
+    /// The data dir serve uses (default $XDG_DATA_HOME/switchboard).
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// The command whose page to print, e.g. serve (default: switchboard's own).
+    #[arg(value_name = "COMMAND", conflicts_with = "out")]
+    pub command: Option<String>,
+    /// Write switchboard.1 and one page per command (switchboard-serve.1, …) into DIR.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

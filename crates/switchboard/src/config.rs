@@ -14,17 +14,31 @@ use std::{
 use serde::Deserialize;
 use switchboard_chat::{
     ApprovalSettings, ChatSettings, Durability, NameRules, PushMode, PushSettings,
-    irc::{FloodSettings, IrcSettings, Sasl, Tls},
+    irc::{DEFAULT_OBSERVER_NICK, FloodSettings, IrcSettings, Sasl, Tls},
 };
 use switchboard_docs::DocsConfig;
 use switchboard_toolkit::{
     CatalogConfig, CommandsConfig, PromptConfig, TemplateConfig, Toolkit, ToolkitConfig,
 };
+use switchboard_toolset::{Rules, TokenSpec};
 
 use crate::cli::ServeArgs;
 
 /// The bearer token variable used when `http.token_env` is not set.
 pub const DEFAULT_TOKEN_ENV: &str = "SWITCHBOARD_HTTP_TOKEN";
+/// `http.tokens[].sends_per_minute` when unset.
+const DEFAULT_SENDS_PER_MINUTE: u32 = 120;
+/// The shortest secret a token may have.
+pub const MIN_SECRET_CHARS: usize = 16;
+/// The toolsets a token's `tools` may name.
+const TOOLSETS: &[&str] = &[
+    "chat",
+    "docs",
+    "catalog",
+    "templates",
+    "commands",
+    "prompts",
+];
 const MAX_TEXT_LIMIT: usize = 1024 * 1024;
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -100,6 +114,43 @@ pub struct HttpConfig {
     pub legacy_sse: bool,
     /// Serve the web view at `/` (with chat on).
     pub web: bool,
+    /// `[[http.tokens]]`: one token per agent or person.
+    pub tokens: Vec<TokenConfig>,
+}
+
+/// `[[http.tokens]]`: a token for one agent or person, and what it allows.
+/// The secret itself is never in the file: it is read from `secret_env` or
+/// `secret_file`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TokenConfig {
+    /// Its name in logs and errors.
+    pub name: String,
+    /// The environment variable holding the secret.
+    pub secret_env: Option<String>,
+    /// The file holding the secret (its first line).
+    pub secret_file: Option<PathBuf>,
+    /// Nicks (globs) it may speak as; just its name when unset.
+    pub nicks: Option<Vec<String>>,
+    /// Channels (globs) it may read and write.
+    #[serde(default = "every_channel")]
+    pub channels: Vec<String>,
+    /// Toolsets it may use (`chat`, `docs`, ...); all when unset.
+    pub tools: Option<Vec<String>>,
+    /// Messages it may send a minute.
+    #[serde(default = "default_sends_per_minute")]
+    pub sends_per_minute: u32,
+    /// The holder is a person (their messages count as a person's).
+    #[serde(default)]
+    pub human: bool,
+}
+
+fn every_channel() -> Vec<String> {
+    vec!["*".into()]
+}
+
+fn default_sends_per_minute() -> u32 {
+    DEFAULT_SENDS_PER_MINUTE
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -176,8 +227,9 @@ pub struct IrcConfig {
     /// PEM file of the CA that signed the server's certificate; the system's
     /// roots when unset.
     pub ca_file: Option<PathBuf>,
-    /// The observer's nick.
-    pub nick: String,
+    /// The observer's nick. Unset: `switchboard`, or when that is taken a
+    /// free variant naming this host; set: a nick taken at start is an error.
+    pub nick: Option<String>,
     pub username: String,
     pub realname: String,
     /// Environment variable holding the server password (`PASS`).
@@ -226,6 +278,7 @@ impl Default for HttpConfig {
             insecure_no_auth: false,
             legacy_sse: true,
             web: true,
+            tokens: Vec::new(),
         }
     }
 }
@@ -253,7 +306,7 @@ impl Default for IrcConfig {
             port: 6667,
             tls: false,
             ca_file: None,
-            nick: "switchboard".into(),
+            nick: None,
             username: "switchboard".into(),
             realname: "switchboard MCP bridge".into(),
             password_env: None,
@@ -291,6 +344,119 @@ pub enum ConfigError {
     Invalid { key: String, problem: String },
     #[error("--profile {name}: {problem}")]
     Profile { name: String, problem: String },
+}
+
+/// Reads one `[[http.tokens]]` entry's secret and checks its rules; errors
+/// name `key`'s fields.
+fn token_spec(
+    token: &TokenConfig,
+    key: &str,
+    base_dir: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<TokenSpec, ConfigError> {
+    let name = token.name.trim();
+    if name.is_empty()
+        || name.len() > 64
+        || name.chars().any(|c| c.is_control() || c.is_whitespace())
+    {
+        return Err(invalid(
+            format!("{key}.name"),
+            format!(
+                "{:?} is not a token name; use 1 to 64 characters without spaces",
+                token.name
+            ),
+        ));
+    }
+    let secret = match (&token.secret_env, &token.secret_file) {
+        (Some(var), None) => env(var).filter(|s| !s.trim().is_empty()).ok_or_else(|| {
+            invalid(
+                format!("{key}.secret_env"),
+                format!("the environment variable {var} is not set; `switchboard token new {name}` makes a secret"),
+            )
+        })?,
+        (None, Some(file)) => {
+            let path = base_dir.join(file);
+            std::fs::read_to_string(&path)
+                .map_err(|e| invalid(format!("{key}.secret_file"), format!("cannot read {}: {e}", path.display())))?
+                .lines()
+                .next()
+                .unwrap_or("")
+                .to_owned()
+        }
+        _ => {
+            return Err(invalid(
+                key,
+                format!("the token {name:?} needs exactly one of secret_env and secret_file (never the secret itself)"),
+            ));
+        }
+    };
+    let secret = secret.trim().to_owned();
+    if secret.chars().count() < MIN_SECRET_CHARS {
+        let source = if token.secret_env.is_some() {
+            "secret_env"
+        } else {
+            "secret_file"
+        };
+        return Err(invalid(
+            format!("{key}.{source}"),
+            format!(
+                "the secret of {name:?} is shorter than {MIN_SECRET_CHARS} characters; `switchboard token new {name}` makes a strong one"
+            ),
+        ));
+    }
+    let rules = NameRules::default();
+    let nicks = token.nicks.clone().unwrap_or_else(|| vec![name.to_owned()]);
+    for nick in &nicks {
+        if rules.nick(&nick.replace(['*', '?'], "a")).is_err() {
+            return Err(invalid(
+                format!("{key}.nicks"),
+                format!("{nick:?} is not a nick or a nick pattern (`*` and `?` are wildcards)"),
+            ));
+        }
+    }
+    for channel in &token.channels {
+        let sample = channel.replace(['*', '?'], "a");
+        if channel != "*" && !(channel.starts_with(['#', '&']) && rules.channel(&sample).is_ok()) {
+            return Err(invalid(
+                format!("{key}.channels"),
+                format!(
+                    "{channel:?} is not a channel or a channel pattern such as \"#team-*\" or \"*\""
+                ),
+            ));
+        }
+    }
+    if let Some(unknown) = token
+        .tools
+        .iter()
+        .flatten()
+        .find(|t| !TOOLSETS.contains(&t.as_str()))
+    {
+        return Err(invalid(
+            format!("{key}.tools"),
+            format!(
+                "{unknown:?} is not a toolset; use some of {}",
+                TOOLSETS.join(", ")
+            ),
+        ));
+    }
+    if token.sends_per_minute == 0 {
+        return Err(invalid(
+            format!("{key}.sends_per_minute"),
+            "0 would forbid every message; leave chat out of tools instead, or allow at least 1",
+        ));
+    }
+    Ok(TokenSpec {
+        name: name.to_owned(),
+        secret,
+        rules: Rules {
+            nicks,
+            channels: token.channels.clone(),
+            toolsets: token.tools.clone(),
+            sends_per_minute: Some(token.sends_per_minute),
+            human: token.human,
+            revoked: false,
+        },
+    })
 }
 
 fn invalid(key: impl Into<String>, problem: impl Into<String>) -> ConfigError {
@@ -428,7 +594,7 @@ impl Config {
                 .map_err(|_| bad("IRC_PORT", &v, "expected a port number from 1 to 65535"))?;
         }
         if let Some(v) = env("IRC_NICK") {
-            self.chat.irc.nick = v;
+            self.chat.irc.nick = Some(v);
         }
         if let Some(v) = env("SWITCHBOARD_NICK").filter(|v| !v.is_empty()) {
             self.chat.nick = Some(v);
@@ -501,15 +667,16 @@ impl Config {
                 ),
             ));
         }
+        let tokens = self.tokens(env)?;
         if self.http.enabled
             && !self.http.listen.ip().is_loopback()
             && !self.http.insecure_no_auth
-            && self.http_token(env).is_none()
+            && tokens.is_empty()
         {
             return Err(invalid(
                 "http.listen",
                 format!(
-                    "{} is not a loopback address; set a bearer token in the environment variable {} (http.token_env) or pass --insecure-no-auth",
+                    "{} is not a loopback address; configure [[http.tokens]], or set a bearer token in the environment variable {} (http.token_env), or pass --insecure-no-auth",
                     self.http.listen, self.http.token_env
                 ),
             ));
@@ -670,9 +837,11 @@ impl Config {
             return Err(invalid("chat.irc.port", "0 is not a port; use 1 to 65535"));
         }
         let rules = NameRules::default();
-        rules
-            .nick(&irc.nick)
-            .map_err(|e| invalid("chat.irc.nick", e.to_string()))?;
+        if let Some(nick) = &irc.nick {
+            rules
+                .nick(nick)
+                .map_err(|e| invalid("chat.irc.nick", e.to_string()))?;
+        }
         for channel in &irc.channels {
             rules
                 .channel(channel)
@@ -734,7 +903,11 @@ impl Config {
             tls,
             password,
             sasl,
-            observer_nick: irc.nick.clone(),
+            observer_nick: irc
+                .nick
+                .clone()
+                .unwrap_or_else(|| DEFAULT_OBSERVER_NICK.into()),
+            observer_nick_configured: irc.nick.is_some(),
             username: irc.username.clone(),
             realname: irc.realname.clone(),
             channels: irc.channels.clone(),
@@ -750,9 +923,41 @@ impl Config {
         })
     }
 
-    /// The bearer token HTTP clients must present, if one is configured.
-    pub fn http_token(&self, env: &dyn Fn(&str) -> Option<String>) -> Option<String> {
-        env(&self.http.token_env).filter(|t| !t.is_empty())
+    /// The tokens HTTP clients may present, their secrets read: the
+    /// `[[http.tokens]]`, and the one in `http.token_env` if it is set,
+    /// which may do everything.
+    pub fn tokens(
+        &self,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Vec<TokenSpec>, ConfigError> {
+        let mut specs = Vec::with_capacity(self.http.tokens.len() + 1);
+        if let Some(secret) = env(&self.http.token_env).filter(|t| !t.is_empty()) {
+            specs.push(TokenSpec {
+                name: self.http.token_env.clone(),
+                secret,
+                rules: Rules::unrestricted(),
+            });
+        }
+        for (i, token) in self.http.tokens.iter().enumerate() {
+            let spec = token_spec(token, &format!("http.tokens[{i}]"), &self.base_dir, env)?;
+            if specs.iter().any(|s| s.name == spec.name) {
+                return Err(invalid(
+                    format!("http.tokens[{i}].name"),
+                    format!("{:?} names two tokens; give each its own name", spec.name),
+                ));
+            }
+            if let Some(twin) = specs.iter().find(|s| s.secret == spec.secret) {
+                return Err(invalid(
+                    format!("http.tokens[{i}]"),
+                    format!(
+                        "the token {:?} has the same secret as {:?}; give each its own (switchboard token new {})",
+                        spec.name, twin.name, spec.name
+                    ),
+                ));
+            }
+            specs.push(spec);
+        }
+        Ok(specs)
     }
 
     /// The history database file, or `None` for an in-memory history.
@@ -900,7 +1105,10 @@ mod tests {
         ]))
         .unwrap();
         assert_eq!(c.chat.irc.server.as_deref(), Some("irc.example"));
-        assert_eq!((c.chat.irc.port, c.chat.irc.nick.as_str()), (6697, "obs"));
+        assert_eq!(
+            (c.chat.irc.port, c.chat.irc.nick.as_deref()),
+            (6697, Some("obs"))
+        );
     }
 
     #[test]

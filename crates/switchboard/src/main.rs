@@ -8,14 +8,20 @@
 //! - [`transport`] — stdio, Streamable HTTP, legacy SSE.
 //! - `switchboard shim` is the `switchboard-shim` crate (and binary).
 //! - [`terminal`] — `switchboard tail` and `say`, for a human at a terminal.
+//! - [`backup`] — `switchboard backup`: a consistent copy of the history
+//!   while the daemon runs.
+//! - [`packaging`] — `switchboard completions` and `man`, generated from the
+//!   CLI definitions.
 //!
 //! Exit status: 0 after a clean shutdown, 2 for bad configuration or usage,
 //! 1 for a failure at run time.
 
+mod backup;
 mod cli;
 mod config;
 mod logging;
 mod mcp;
+mod packaging;
 mod profiles;
 mod serve;
 mod terminal;
@@ -24,6 +30,7 @@ mod transport;
 use std::process::ExitCode;
 
 use clap::Parser;
+use switchboard_chat::history::BackupError;
 
 use crate::{cli::Command, config::ConfigError};
 
@@ -101,13 +108,19 @@ fn become_small_shim() {
     }
 }
 
+/// Bad configuration or a request that cannot be carried out as asked
+/// (exit status 2), rather than a failure at run time (1).
+fn is_usage_error(e: &anyhow::Error) -> bool {
+    e.is::<ConfigError>() || e.downcast_ref().is_some_and(BackupError::is_refusal)
+}
+
 fn main() -> ExitCode {
     become_small_shim();
     let cli = cli::Cli::parse();
     let env = |name: &str| std::env::var(name).ok();
     let result = match cli.command {
         Command::Serve(args) => match config::Config::load(&args, &env) {
-            Ok(config) => serve::run(config),
+            Ok(config) => serve::run(config, || config::Config::load(&args, &env)),
             Err(e) => Err(e.into()),
         },
         Command::Shim(args) => match switchboard_shim::run(&args) {
@@ -130,10 +143,16 @@ fn main() -> ExitCode {
             args.text,
             args.nick,
         )),
+        Command::Backup(args) => backup::run(&args, &env),
+        Command::Completions(args) => packaging::completions(args.shell),
+        Command::Man(args) => match &args.out {
+            Some(dir) => packaging::write_pages(dir),
+            None => packaging::print_page(args.command.as_deref()),
+        },
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) if e.is::<ConfigError>() => {
+        Err(e) if is_usage_error(&e) => {
             eprintln!("switchboard: {e}");
             ExitCode::from(2)
         }

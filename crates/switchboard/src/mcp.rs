@@ -4,6 +4,10 @@
 //! Transports create one [`McpServer`] per client connection (or per request,
 //! for stateless HTTP) with [`McpServer::for_caller`]; all of them share the
 //! registry and one [`Drain`].
+//!
+//! The [`Grant`] of the token a request carried (which the HTTP guard puts
+//! in the request's extensions) is the caller's, for that request: it
+//! narrows what is listed and what may be called.
 
 use std::sync::Arc;
 
@@ -20,7 +24,7 @@ use rmcp::{
     service::{NotificationContext, RequestContext},
 };
 use serde_json::Value;
-use switchboard_toolset::{Caller, Notification, Progress, Registry};
+use switchboard_toolset::{Caller, Grant, Notification, Progress, Registry};
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 /// Tracks in-flight tool calls so shutdown can let them finish.
@@ -71,6 +75,21 @@ impl McpServer {
             caller: Arc::new(caller),
             ..self.clone()
         }
+    }
+
+    /// This handler's caller holding `grant`.
+    pub fn with_grant(&self, grant: Arc<Grant>) -> Self {
+        self.for_caller((*self.caller).clone().with_grant(Some(grant)))
+    }
+
+    /// The grant a request carried, else this handler's caller's.
+    fn grant(&self, context: &RequestContext<RoleServer>) -> Option<Arc<Grant>> {
+        context
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Arc<Grant>>())
+            .or(self.caller.grant.as_ref())
+            .cloned()
     }
 }
 
@@ -158,10 +177,11 @@ impl ServerHandler for McpServer {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
+        let grant = self.grant(&context);
         Ok(ListToolsResult::with_all_items(
-            self.registry.tools().to_vec(),
+            self.registry.tools(grant.as_deref()).to_vec(),
         ))
     }
 
@@ -175,12 +195,25 @@ impl ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let arguments = request.arguments.unwrap_or_default();
+        let grant = self.grant(&context);
+        let same_grant = match (&grant, &self.caller.grant) {
+            (None, None) => true,
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        };
         // A token of a type MCP does not allow reads as none: no progress.
-        let Some(token) = context.meta.get_progress_token() else {
+        let progress = context.meta.get_progress_token();
+        if progress.is_none() && same_grant {
             return self.call(&request.name, arguments).await.map(Into::into);
+        }
+        let mut caller = (*self.caller).clone().with_grant(grant);
+        let Some(token) = progress else {
+            return self
+                .call_as(&caller, &request.name, arguments)
+                .await
+                .map(Into::into);
         };
         let peer = context.peer.clone();
-        let mut caller = (*self.caller).clone();
         caller.progress = Some(Progress::new(move |progress, message| {
             let mut param = ProgressNotificationParam::new(token.clone(), progress);
             if let Some(message) = message {
@@ -221,11 +254,11 @@ impl ServerHandler for McpServer {
     async fn list_resources(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
         let resources = self
             .registry
-            .resources()
+            .resources(self.grant(&context).as_deref())
             .await
             .map_err(|e| ErrorData::internal_error(e, None))?;
         Ok(ListResourcesResult::with_all_items(resources))
@@ -234,19 +267,25 @@ impl ServerHandler for McpServer {
     async fn list_resource_templates(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
         Ok(ListResourceTemplatesResult::with_all_items(
-            self.registry.resource_templates(),
+            self.registry
+                .resource_templates(self.grant(&context).as_deref()),
         ))
     }
 
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        match self.registry.read_resource(&request.uri).await {
+        let grant = self.grant(&context);
+        match self
+            .registry
+            .read_resource(&request.uri, grant.as_deref())
+            .await
+        {
             Some(Ok(result)) => Ok(result.into()),
             Some(Err(e)) => Err(ErrorData::internal_error(e, None)),
             None => Err(ErrorData::resource_not_found(
@@ -262,18 +301,24 @@ impl ServerHandler for McpServer {
     async fn list_prompts(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
-        Ok(ListPromptsResult::with_all_items(self.registry.prompts()))
+        Ok(ListPromptsResult::with_all_items(
+            self.registry.prompts(self.grant(&context).as_deref()),
+        ))
     }
 
     async fn get_prompt(
         &self,
         request: GetPromptRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
         let arguments = request.arguments.unwrap_or_default();
-        match self.registry.prompt(&request.name, &arguments) {
+        let grant = self.grant(&context);
+        match self
+            .registry
+            .prompt(&request.name, &arguments, grant.as_deref())
+        {
             Some(Ok(result)) => Ok(result.into()),
             Some(Err(e)) => Err(ErrorData::invalid_params(e, None)),
             None => Err(ErrorData::invalid_params(

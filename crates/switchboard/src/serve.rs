@@ -4,6 +4,10 @@
 //! Shutdown (SIGINT, SIGTERM, or the stdio client leaving): stop accepting
 //! calls, release `wait_for_messages` callers, let in-flight calls finish
 //! (bounded), stop the transports, then commit and close the history.
+//!
+//! SIGHUP reloads the config for the HTTP tokens and what they grant, in
+//! place: no connection or session is dropped. A config that does not load
+//! is refused (the error names the key) and the running one kept.
 
 use std::{sync::Arc, time::Duration};
 
@@ -11,7 +15,7 @@ use anyhow::Context;
 use switchboard_chat::{ChatBackend, ChatTools, History, LocalHub, Location, irc::IrcBackend};
 use switchboard_docs::DocsTools;
 use switchboard_toolkit::Toolkit;
-use switchboard_toolset::{Caller, PromptSource, Registry, ResourceSource, Toolset};
+use switchboard_toolset::{Caller, PromptSource, Registry, ResourceSource, Tokens, Toolset};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
@@ -26,7 +30,9 @@ use crate::{
 /// How long in-flight calls get to finish at shutdown.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
-pub fn run(config: Config) -> anyhow::Result<()> {
+/// Serves `config` until shutdown; `reload` loads the config anew for a
+/// SIGHUP.
+pub fn run(config: Config, reload: impl Fn() -> Result<Config, ConfigError>) -> anyhow::Result<()> {
     let env = |name: &str| std::env::var(name).ok();
     logging::init(&config.log.level, config.log.file.as_deref())?;
     // Config errors of the toolkit sections surface here, before anything
@@ -47,12 +53,35 @@ pub fn run(config: Config) -> anyhow::Result<()> {
     } else {
         None
     };
-    let result = runtime.block_on(serve(&config, toolkit, history.as_ref(), &env));
+    let result = runtime.block_on(serve(&config, &reload, toolkit, history.as_ref(), &env));
     if let Some(history) = history {
         history.close();
     }
     runtime.shutdown_timeout(Duration::from_secs(1));
     result
+}
+
+/// SIGHUP: the tokens of the config as it is now, or the old ones kept when
+/// it does not load.
+fn reload_tokens(
+    reload: &dyn Fn() -> Result<Config, ConfigError>,
+    tokens: &Tokens,
+    env: &dyn Fn(&str) -> Option<String>,
+) {
+    match reload().and_then(|config| config.tokens(env)) {
+        Ok(specs) => {
+            let reloaded = tokens.reload(specs);
+            tracing::info!(
+                added = ?reloaded.added,
+                changed = ?reloaded.changed,
+                removed = ?reloaded.removed,
+                "SIGHUP: reloaded the HTTP tokens (other settings take a restart)"
+            );
+        }
+        Err(e) => {
+            tracing::error!("SIGHUP: the config was not reloaded, the running one stays: {e}")
+        }
+    }
 }
 
 /// Builds the registry of every configured toolset, resource source and
@@ -64,18 +93,23 @@ fn registry(
     toolkit: Toolkit,
     history: Option<&History>,
     env: &dyn Fn(&str) -> Option<String>,
-) -> anyhow::Result<(Registry, Option<Arc<ChatTools>>)> {
+) -> anyhow::Result<Built> {
     let mut sets: Vec<Arc<dyn Toolset>> = Vec::new();
     let mut resources: Vec<Arc<dyn ResourceSource>> = Vec::new();
     let mut prompts: Vec<Arc<dyn PromptSource>> = Vec::new();
     let mut chat = None;
+    let mut irc = None;
     if let Some(history) = history {
         let backend: Arc<dyn ChatBackend> = match config.chat.backend {
             Backend::Local => Arc::new(LocalHub::new(history.clone())),
-            Backend::Irc => Arc::new(IrcBackend::start(
-                config.irc_settings(env)?,
-                history.clone(),
-            )),
+            Backend::Irc => {
+                let backend = Arc::new(IrcBackend::start(
+                    config.irc_settings(env)?,
+                    history.clone(),
+                ));
+                irc = Some(backend.clone());
+                backend
+            }
         };
         let tools = Arc::new(ChatTools::new(
             backend,
@@ -101,20 +135,39 @@ fn registry(
             problem: e.to_string(),
         })
     })?;
-    Ok((registry, chat))
+    Ok(Built {
+        registry,
+        chat,
+        irc,
+    })
+}
+
+/// What [`registry`] built.
+struct Built {
+    registry: Registry,
+    /// The chat toolset, which the web view serves.
+    chat: Option<Arc<ChatTools>>,
+    /// The IRC backend, whose observer may be refused its nick at start.
+    irc: Option<Arc<IrcBackend>>,
 }
 
 async fn serve(
     config: &Config,
+    reload: &dyn Fn() -> Result<Config, ConfigError>,
     toolkit: Toolkit,
     history: Option<&History>,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> anyhow::Result<()> {
-    let (registry, chat) = registry(config, toolkit, history, env)?;
+    let Built {
+        registry,
+        chat,
+        irc,
+    } = registry(config, toolkit, history, env)?;
     let drain = Drain::default();
     let server = McpServer::new(registry.clone(), drain.clone(), config.instructions.clone());
     let shutdown = CancellationToken::new();
     let mut tasks = tokio::task::JoinSet::new();
+    let tokens = Arc::new(Tokens::new(config.tokens(env)?));
 
     if config.http.enabled {
         let listen = config.http.listen;
@@ -122,11 +175,10 @@ async fn serve(
             format!("cannot listen on {listen} (http.listen); is another switchboard running?")
         })?;
         let local = listener.local_addr()?;
-        let token = config.http_token(env);
-        let guard = Guard::new(local, &config.http, token.clone());
+        let guard = Guard::new(local, &config.http, tokens.clone());
         let web = chat
             .filter(|_| config.http.web)
-            .map(|chat| switchboard_web::router(chat, token));
+            .map(|chat| switchboard_web::router(chat, tokens.clone()));
         let with_web = web.is_some();
         let app = http::router(
             server.clone(),
@@ -192,10 +244,35 @@ async fn serve(
 
     let mut sigint = signal(SignalKind::interrupt())?;
     let mut sigterm = signal(SignalKind::terminate())?;
-    tokio::select! {
-        _ = sigint.recv() => tracing::info!("SIGINT: shutting down"),
-        _ = sigterm.recv() => tracing::info!("SIGTERM: shutting down"),
-        () = shutdown.cancelled() => {}
+    let mut sighup = signal(SignalKind::hangup())?;
+    let refused_nick = async {
+        match &irc {
+            Some(irc) => irc.refused_nick().await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(refused_nick);
+    let mut failure = None;
+    loop {
+        tokio::select! {
+            problem = &mut refused_nick => {
+                tracing::error!("chat.irc.nick: {problem}; shutting down");
+                failure = Some(ConfigError::Invalid {
+                    key: "chat.irc.nick".into(),
+                    problem: format!(
+                        "{problem}; set chat.irc.nick (or IRC_NICK) to a free nick, or leave it unset for switchboard's default, which picks a free one"
+                    ),
+                });
+            }
+            _ = sigint.recv() => tracing::info!("SIGINT: shutting down"),
+            _ = sigterm.recv() => tracing::info!("SIGTERM: shutting down"),
+            _ = sighup.recv() => {
+                reload_tokens(reload, &tokens, env);
+                continue;
+            }
+            () = shutdown.cancelled() => {}
+        }
+        break;
     }
 
     drain.stop_accepting();
@@ -214,5 +291,8 @@ async fn serve(
     })
     .await;
     registry.close().await;
-    Ok(())
+    match failure {
+        Some(e) => Err(e.into()),
+        None => Ok(()),
+    }
 }

@@ -125,6 +125,8 @@ on_both_servers!(
     members_follow_join_part_nick_kick_and_quit,
     bad_names_and_texts_are_tool_errors,
     a_taken_sender_nick_is_a_clear_error,
+    two_switchboards_with_default_settings_share_a_network,
+    a_taken_configured_observer_nick_stops_switchboard_at_start,
     the_per_ip_limit_is_a_clear_error,
     a_server_restart_loses_no_acknowledged_message,
     tls_with_a_private_ca,
@@ -351,6 +353,106 @@ async fn a_taken_sender_nick_is_a_clear_error(kind: ServerKind) {
         Bridge::start(&server, "nick_in_use = \"suffix\"\nnick = \"switchboard2\"").await;
     let result = suffixed.send("#n", "bob", "as bob_").await;
     assert_eq!(text(&result), "Sent to #n as bob_");
+}
+
+/// Two hosts (here, two switchboards on one) on default settings: the
+/// second observer finds `switchboard` taken and takes a variant naming
+/// the host; both send, and each records the other's messages.
+async fn two_switchboards_with_default_settings_share_a_network(kind: ServerKind) {
+    let server = IrcServer::start(kind, ServerOptions::default()).await;
+    let (one, two) = tokio::join!(Bridge::start(&server, ""), Bridge::start(&server, ""));
+    for bridge in [&one, &two] {
+        let created = call(&bridge.client, "create_channel", json!({"name": "#shared"})).await;
+        assert!(
+            !is_error(&created),
+            "{}\n--- switchboard log ---\n{}",
+            text(&created),
+            bridge.log()
+        );
+    }
+    one.send_ok("#shared", "alice", "from the first").await;
+    two.send_ok("#shared", "bob", "from the second").await;
+    for bridge in [&one, &two] {
+        let mut recorded = Vec::new();
+        for _ in 0..100 {
+            let read = call(
+                &bridge.client,
+                "read_messages",
+                json!({"channel": "#shared"}),
+            )
+            .await;
+            recorded = texts(&read);
+            if recorded.len() >= 2 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert_eq!(
+            recorded,
+            ["from the second", "from the first"],
+            "{}",
+            bridge.log()
+        );
+    }
+    let members = call(&one.client, "get_members", json!({"channel": "#shared"})).await;
+    let members = members.structured_content.unwrap()["members"].clone();
+    let mut observers: Vec<&str> = members
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m.as_str())
+        .filter(|m| m.starts_with("switchboard"))
+        .collect();
+    observers.sort_unstable();
+    assert_eq!(observers.len(), 2, "{members}");
+    assert_eq!(observers[0], "switchboard");
+    assert!(observers[1].starts_with("switchboard-"), "{members}");
+}
+
+/// An observer nick set in the config and held by someone else: switchboard
+/// exits at once, saying which setting to change, instead of failing every
+/// send after its timeout.
+async fn a_taken_configured_observer_nick_stops_switchboard_at_start(kind: ServerKind) {
+    let server = IrcServer::start(kind, ServerOptions::default()).await;
+    let _holder = Human::connect(&server, "watcher").await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("switchboard.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[chat]\nbackend = \"irc\"\n[chat.irc]\nserver = \"127.0.0.1\"\nport = {}\nnick = \"watcher\"\n",
+            server.port()
+        ),
+    )
+    .unwrap();
+    let data = dir.path().join("data");
+    let started = std::time::Instant::now();
+    let output = command(&[
+        "--config",
+        config.to_str().unwrap(),
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--http",
+        "127.0.0.1:0",
+        "--no-socket",
+    ])
+    .output();
+    let output = tokio::time::timeout(Duration::from_secs(15), output)
+        .await
+        .expect("switchboard exits")
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        started.elapsed()
+    );
+    let expected = format!(
+        "switchboard: chat.irc.nick: the nick watcher is already in use on the IRC network 127.0.0.1:{}; set chat.irc.nick (or IRC_NICK) to a free nick",
+        server.port()
+    );
+    assert!(stderr.contains(&expected), "{stderr}");
 }
 
 async fn the_per_ip_limit_is_a_clear_error(kind: ServerKind) {

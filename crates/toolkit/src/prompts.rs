@@ -82,6 +82,10 @@ impl PromptTools {
 }
 
 impl PromptSource for PromptTools {
+    fn name(&self) -> &str {
+        "prompts"
+    }
+
     fn prompts(&self) -> Vec<Prompt> {
         self.configs
             .iter()

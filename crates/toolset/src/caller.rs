@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use crate::Session;
+use crate::{Grant, Session};
 
 /// Facts about the client behind a tool call, filled in by the transport.
 ///
@@ -20,6 +20,9 @@ pub struct Caller {
     pub session: Option<Arc<Session>>,
     /// Reports progress of this call to the client, when it asked for that.
     pub progress: Option<Progress>,
+    /// What the token the client presented allows; `None` when it presented
+    /// none (stdio, the relay socket, HTTP without tokens): no limits.
+    pub grant: Option<Arc<Grant>>,
 }
 
 impl Caller {
@@ -34,6 +37,13 @@ impl Caller {
     #[must_use]
     pub fn in_session(mut self, session: Arc<Session>) -> Self {
         self.session = Some(session);
+        self
+    }
+
+    /// The same caller holding `grant`.
+    #[must_use]
+    pub fn with_grant(mut self, grant: Option<Arc<Grant>>) -> Self {
+        self.grant = grant;
         self
     }
 

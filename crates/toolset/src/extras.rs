@@ -12,6 +12,9 @@ type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// A source of MCP resources (e.g. documentation pages).
 pub trait ResourceSource: Send + Sync + 'static {
+    /// The toolset it belongs to, whose grant opens it (`docs`, ...).
+    fn name(&self) -> &str;
+
     /// Every resource it can list. Errors are written for the user.
     fn list(&self) -> BoxFuture<'_, Result<Vec<Resource>, String>>;
 
@@ -27,6 +30,9 @@ pub trait ResourceSource: Send + Sync + 'static {
 
 /// A source of MCP prompts (prompt templates a profile ships).
 pub trait PromptSource: Send + Sync + 'static {
+    /// The toolset it belongs to, whose grant opens it (`prompts`, ...).
+    fn name(&self) -> &str;
+
     fn prompts(&self) -> Vec<Prompt>;
 
     /// Renders prompt `name`; `None` when it is not this source's.

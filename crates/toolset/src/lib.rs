@@ -5,6 +5,10 @@
 //! the relay socket) holds a [`Registry`] and knows nothing about toolsets: it
 //! asks the registry for the tool list and hands it every `tools/call`.
 //!
+//! A [`Grant`] on the [`Caller`] says what the token behind a call allows;
+//! the registry keeps a caller to the toolsets it is granted, and each
+//! toolset to the rest (chat: nicks, channels, sends a minute).
+//!
 //! Tools report failures the agent can act on as [`ToolError`]s, which reach
 //! the model as `isError` results carrying the message; only an unknown tool
 //! name is a protocol-level error, and that decision belongs to the transport.
@@ -12,9 +16,11 @@
 mod args;
 mod caller;
 mod extras;
+mod grant;
 mod registry;
 mod schema;
 mod session;
+mod tokens;
 
 use std::{future::Future, pin::Pin, sync::Arc};
 
@@ -24,10 +30,12 @@ pub use extras::{
     GetPromptResult, Prompt, PromptSource, ReadResourceResult, Resource, ResourceSource,
     ResourceTemplate,
 };
+pub use grant::{Grant, Rules, glob_match};
 pub use registry::{Registry, RegistryError};
 pub use rmcp::model::{CallToolResult, JsonObject, Tool, ToolAnnotations};
 pub use schema::{call_timeout, object_schema, with_call_timeout};
 pub use session::{Notification, Session};
+pub use tokens::{Reloaded, TokenSpec, Tokens};
 
 /// The future a tool call returns. Boxed so toolsets can live behind `dyn`.
 pub type ToolFuture<'a> = Pin<Box<dyn Future<Output = Result<ToolOutput, ToolError>> + Send + 'a>>;
@@ -97,17 +105,27 @@ impl ToolOutput {
 /// A failure the calling agent should read: bad arguments, a peer that is
 /// down, a message that was not delivered. The message says what happened and
 /// what to do about it.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{message}")]
 pub struct ToolError {
     message: String,
+    /// Facts a program acts on (such as `retry_after`), as `structuredContent`.
+    structured: Option<serde_json::Value>,
 }
 
 impl ToolError {
     pub fn new(message: impl Into<String>) -> Self {
         Self {
             message: message.into(),
+            structured: None,
         }
+    }
+
+    /// The same error carrying `structured` for programs.
+    #[must_use]
+    pub fn with_structured(mut self, structured: serde_json::Value) -> Self {
+        self.structured = Some(structured);
+        self
     }
 
     pub fn message(&self) -> &str {
@@ -124,6 +142,10 @@ pub fn into_call_result(outcome: Result<ToolOutput, ToolError>) -> CallToolResul
             result.structured_content = Some(output.structured);
             result
         }
-        Err(error) => CallToolResult::error(vec![ContentBlock::text(error.message)]),
+        Err(error) => {
+            let mut result = CallToolResult::error(vec![ContentBlock::text(error.message)]);
+            result.structured_content = error.structured;
+            result
+        }
     }
 }

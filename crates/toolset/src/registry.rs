@@ -1,11 +1,15 @@
 //! The set of toolsets one server offers, indexed by tool name.
+//!
+//! Every listing and call takes the caller's [`Grant`], if any: a toolset
+//! the grant does not open is not listed, and calling one of its tools is a
+//! tool error naming the token and the fix.
 
 use std::{collections::HashMap, sync::Arc};
 
 use crate::{
-    CallToolResult, Caller, GetPromptResult, JsonObject, Notification, Prompt, PromptSource,
-    ReadResourceResult, Resource, ResourceSource, ResourceTemplate, Session, Tool, Toolset,
-    into_call_result,
+    CallToolResult, Caller, GetPromptResult, Grant, JsonObject, Notification, Prompt, PromptSource,
+    ReadResourceResult, Resource, ResourceSource, ResourceTemplate, Session, Tool, ToolError,
+    Toolset, into_call_result,
 };
 
 /// Two toolsets offered a tool under the same name.
@@ -85,12 +89,12 @@ impl Registry {
         !self.inner.prompts.is_empty()
     }
 
-    /// Every source's resources; a source that fails is logged and skipped
-    /// unless every source fails.
-    pub async fn resources(&self) -> Result<Vec<Resource>, String> {
+    /// Every source's resources `grant` opens; a source that fails is
+    /// skipped unless every source fails.
+    pub async fn resources(&self, grant: Option<&Grant>) -> Result<Vec<Resource>, String> {
         let mut all = Vec::new();
         let mut last_error = None;
-        for source in &self.inner.resources {
+        for source in self.resource_sources(grant) {
             match source.list().await {
                 Ok(list) => all.extend(list),
                 Err(e) => last_error = Some(e),
@@ -102,17 +106,20 @@ impl Registry {
         }
     }
 
-    pub fn resource_templates(&self) -> Vec<ResourceTemplate> {
-        self.inner
-            .resources
-            .iter()
+    pub fn resource_templates(&self, grant: Option<&Grant>) -> Vec<ResourceTemplate> {
+        self.resource_sources(grant)
             .flat_map(|s| s.templates())
             .collect()
     }
 
-    /// Reads `uri` from the source that owns it; `None` when none does.
-    pub async fn read_resource(&self, uri: &str) -> Option<Result<ReadResourceResult, String>> {
-        for source in &self.inner.resources {
+    /// Reads `uri` from the source that owns it, if `grant` opens it; `None`
+    /// when none does.
+    pub async fn read_resource(
+        &self,
+        uri: &str,
+        grant: Option<&Grant>,
+    ) -> Option<Result<ReadResourceResult, String>> {
+        for source in self.resource_sources(grant) {
             if let Some(result) = source.read(uri).await {
                 return Some(result);
             }
@@ -120,29 +127,53 @@ impl Registry {
         None
     }
 
-    pub fn prompts(&self) -> Vec<Prompt> {
+    fn resource_sources(&self, grant: Option<&Grant>) -> impl Iterator<Item = &dyn ResourceSource> {
+        self.inner
+            .resources
+            .iter()
+            .filter(move |s| opens(grant, s.name()))
+            .map(|s| &**s)
+    }
+
+    fn prompt_sources(&self, grant: Option<&Grant>) -> impl Iterator<Item = &dyn PromptSource> {
         self.inner
             .prompts
             .iter()
+            .filter(move |s| opens(grant, s.name()))
+            .map(|s| &**s)
+    }
+
+    pub fn prompts(&self, grant: Option<&Grant>) -> Vec<Prompt> {
+        self.prompt_sources(grant)
             .flat_map(|s| s.prompts())
             .collect()
     }
 
-    /// Renders prompt `name`; `None` when no source has it.
+    /// Renders prompt `name`, if `grant` opens its source; `None` when no
+    /// such source has it.
     pub fn prompt(
         &self,
         name: &str,
         arguments: &JsonObject,
+        grant: Option<&Grant>,
     ) -> Option<Result<GetPromptResult, String>> {
-        self.inner
-            .prompts
-            .iter()
+        self.prompt_sources(grant)
             .find_map(|s| s.get(name, arguments))
     }
 
-    /// Every tool, in the order the toolsets declared them.
-    pub fn tools(&self) -> Arc<[Tool]> {
-        self.inner.tools.clone()
+    /// Every tool `grant` opens, in the order the toolsets declared them.
+    pub fn tools(&self, grant: Option<&Grant>) -> Arc<[Tool]> {
+        match grant {
+            None => self.inner.tools.clone(),
+            Some(grant) => self
+                .inner
+                .tools
+                .iter()
+                .zip(&self.inner.owner)
+                .filter(|(_, set)| grant.may_use(self.inner.toolsets[**set].name()))
+                .map(|(tool, _)| tool.clone())
+                .collect(),
+        }
     }
 
     /// The definition of `name`, if some toolset offers it.
@@ -206,8 +237,29 @@ impl Registry {
     ) -> Option<CallToolResult> {
         let index = *self.inner.by_name.get(name)?;
         let set = &self.inner.toolsets[self.inner.owner[index]];
+        if let Some(grant) = &caller.grant
+            && !grant.may_use(set.name())
+        {
+            tracing::warn!(
+                token = grant.name(),
+                tool = name,
+                toolset = set.name(),
+                "refused a tool the token does not open"
+            );
+            return Some(into_call_result(Err(ToolError::new(format!(
+                "the token {:?} may not use the {} tools ({name}); add \"{}\" to its tools in [[http.tokens]]",
+                grant.name(),
+                set.name(),
+                set.name()
+            )))));
+        }
         Some(into_call_result(set.call(name, arguments, caller).await))
     }
+}
+
+/// Whether `grant` opens the toolset called `name` (no grant opens all).
+fn opens(grant: Option<&Grant>, name: &str) -> bool {
+    grant.is_none_or(|g| g.may_use(name))
 }
 
 #[cfg(test)]

@@ -527,6 +527,11 @@ async function start() {
   try {
     const session = await api('/api/session');
     state.approvals = session.approvals_channel;
+    // A token bound to a nick speaks only as that nick.
+    if (session.nick) {
+      state.viewer = session.nick;
+      localStorage.setItem(NAME_KEY, session.nick);
+    }
     if (!state.viewer) await askName();
     $('who').textContent = state.viewer;
     // The stream starts after the newest message now: what the pages load

@@ -10,15 +10,16 @@ use std::sync::Arc;
 
 use axum::{
     Json, Router,
-    extract::{self, Query, Request},
+    extract::{self, FromRequestParts, Query, Request},
     middleware::{self, Next},
     response::{IntoResponse, Response},
     routing::{get, post},
 };
-use http::{HeaderMap, HeaderValue, StatusCode, header};
+use http::{HeaderMap, HeaderValue, StatusCode, header, request::Parts};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use switchboard_chat::{ChatTools, names::Nick};
+use switchboard_chat::{Access, ChatTools, names::Nick};
+use switchboard_toolset::{Grant, Tokens, ToolError};
 
 use crate::{COOKIE, security, stream};
 
@@ -30,16 +31,13 @@ const DEFAULT_PAGE: usize = 100;
 #[derive(Clone)]
 pub struct State {
     pub(crate) chat: Arc<ChatTools>,
-    /// The bearer token, when one is configured: the login checks it.
-    token: Option<Arc<str>>,
+    /// The server's tokens: the login checks the one it is given.
+    tokens: Arc<Tokens>,
 }
 
 impl State {
-    pub fn new(chat: Arc<ChatTools>, token: Option<String>) -> Self {
-        Self {
-            chat,
-            token: token.map(Into::into),
-        }
+    pub fn new(chat: Arc<ChatTools>, tokens: Arc<Tokens>) -> Self {
+        Self { chat, tokens }
     }
 }
 
@@ -91,31 +89,57 @@ async fn same_origin(request: Request, next: Next) -> Response {
     }
 }
 
+/// What the request's token allows (everything, without one).
+pub struct Allowed(pub Access);
+
+impl FromRequestParts<State> for Allowed {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, state: &State) -> Result<Self, Self::Rejection> {
+        let grant = parts.extensions.get::<Arc<Grant>>();
+        Ok(Self(Access::new(grant, state.chat.rules())))
+    }
+}
+
+/// A refusal of the token's rules: `403`.
+fn forbidden(e: ToolError) -> ApiError {
+    ApiError(StatusCode::FORBIDDEN, e.message().to_owned())
+}
+
 impl State {
-    fn channel(&self, raw: &str) -> Result<switchboard_chat::Channel, ApiError> {
-        self.chat
+    /// The channel `raw` names, if the token opens it.
+    fn channel(&self, raw: &str, allowed: &Allowed) -> Result<switchboard_chat::Channel, ApiError> {
+        let channel = self
+            .chat
             .rules()
             .channel(raw)
-            .map_err(|e| ApiError::bad(e.to_string()))
+            .map_err(|e| ApiError::bad(e.to_string()))?;
+        allowed.0.channel(&channel).map_err(forbidden)?;
+        Ok(channel)
     }
 
-    fn nick(&self, raw: &str, what: &str) -> Result<Nick, ApiError> {
-        self.chat
+    /// The nick `raw` names (`what` in errors), if the token holds it.
+    fn nick(&self, raw: &str, what: &str, allowed: &Allowed) -> Result<Nick, ApiError> {
+        let nick = self
+            .chat
             .rules()
             .nick(raw)
-            .map_err(|e| ApiError::bad(format!("{what}: {e}")))
+            .map_err(|e| ApiError::bad(format!("{what}: {e}")))?;
+        allowed.0.nick(&nick).map_err(forbidden)?;
+        Ok(nick)
     }
 
-    fn viewer(&self, raw: Option<&str>) -> Result<Option<Nick>, ApiError> {
+    fn viewer(&self, raw: Option<&str>, allowed: &Allowed) -> Result<Option<Nick>, ApiError> {
         raw.filter(|v| !v.is_empty())
-            .map(|v| self.nick(v, "viewer"))
+            .map(|v| self.nick(v, "viewer", allowed))
             .transpose()
     }
 }
 
-async fn session(extract::State(state): extract::State<State>) -> ApiResult {
+async fn session(extract::State(state): extract::State<State>, allowed: Allowed) -> ApiResult {
     Ok(Json(json!({
-        "token_required": state.token.is_some(),
+        "token_required": state.tokens.required(),
+        "nick": allowed.0.default_nick(),
         "approvals_channel": state.chat.approvals_channel(),
         "newest_id": state.chat.newest_id()?,
     }))
@@ -133,16 +157,18 @@ async fn login(
     headers: HeaderMap,
     Json(body): Json<Login>,
 ) -> ApiResult {
-    let Some(token) = &state.token else {
+    if !state.tokens.required() {
         return Ok(StatusCode::NO_CONTENT.into_response());
-    };
-    if !constant_time_eq(body.token.as_bytes(), token.as_bytes()) {
-        tracing::warn!("the web view's login was refused: a wrong token");
+    }
+    let token = body.token.trim();
+    let Some(grant) = state.tokens.check(token) else {
+        tracing::warn!("the web view's login was refused: not one of the server's tokens");
         return Err(ApiError(
             StatusCode::UNAUTHORIZED,
-            "that is not the token".into(),
+            "that is not one of this server's tokens".into(),
         ));
-    }
+    };
+    tracing::info!(token = grant.name(), "the web view's login was accepted");
     let secure = headers
         .get("x-forwarded-proto")
         .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"https"));
@@ -167,8 +193,24 @@ pub fn cookie_value(token: &str) -> String {
     token.bytes().map(|b| format!("{b:02x}")).collect()
 }
 
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+/// The token a cookie value carries ([`cookie_value`] undone); `None` when
+/// it is not even hex.
+///
+/// ```
+/// use switchboard_web::api::{cookie_value, token_from_cookie};
+///
+/// assert_eq!(token_from_cookie(&cookie_value("a b;")).as_deref(), Some("a b;"));
+/// assert_eq!(token_from_cookie("6"), None);
+/// ```
+pub fn token_from_cookie(value: &str) -> Option<String> {
+    if !value.len().is_multiple_of(2) {
+        return None;
+    }
+    let bytes = (0..value.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(value.get(i..i + 2)?, 16).ok())
+        .collect::<Option<Vec<u8>>>()?;
+    String::from_utf8(bytes).ok()
 }
 
 #[derive(Deserialize)]
@@ -178,10 +220,12 @@ struct ViewerQuery {
 
 async fn channels(
     extract::State(state): extract::State<State>,
+    allowed: Allowed,
     Query(q): Query<ViewerQuery>,
 ) -> ApiResult {
-    let viewer = state.viewer(q.viewer.as_deref())?;
-    let summaries = state.chat.summaries(viewer.as_ref()).await?;
+    let viewer = state.viewer(q.viewer.as_deref(), &allowed)?;
+    let mut summaries = state.chat.summaries(viewer.as_ref()).await?;
+    summaries.retain(|s| allowed.0.allows(&s.channel));
     Ok(Json(json!({"channels": summaries})).into_response())
 }
 
@@ -197,10 +241,11 @@ struct PageQuery {
 /// read for the viewer.
 async fn messages(
     extract::State(state): extract::State<State>,
+    allowed: Allowed,
     Query(q): Query<PageQuery>,
 ) -> ApiResult {
-    let channel = state.channel(&q.channel)?;
-    let viewer = state.viewer(q.viewer.as_deref())?;
+    let channel = state.channel(&q.channel, &allowed)?;
+    let viewer = state.viewer(q.viewer.as_deref(), &allowed)?;
     let limit = page_limit(q.limit)?;
     let messages = state.chat.page(&channel, q.before, limit)?;
     if let (Some(viewer), None, Some(newest)) = (&viewer, q.before, messages.last()) {
@@ -232,9 +277,10 @@ struct AroundQuery {
 /// A message with the messages around it (a search result in its place).
 async fn around(
     extract::State(state): extract::State<State>,
+    allowed: Allowed,
     Query(q): Query<AroundQuery>,
 ) -> ApiResult {
-    let channel = state.channel(&q.channel)?;
+    let channel = state.channel(&q.channel, &allowed)?;
     let context = q.context.unwrap_or(20);
     if context > MAX_PAGE / 2 {
         return Err(ApiError::bad(format!(
@@ -257,9 +303,10 @@ struct ChannelQuery {
 
 async fn members(
     extract::State(state): extract::State<State>,
+    allowed: Allowed,
     Query(q): Query<ChannelQuery>,
 ) -> ApiResult {
-    let channel = state.channel(&q.channel)?;
+    let channel = state.channel(&q.channel, &allowed)?;
     let members = state.chat.members(&channel).await?;
     Ok(Json(json!({"channel": channel.name(), "members": members})).into_response())
 }
@@ -273,27 +320,44 @@ struct SearchQuery {
 
 async fn search(
     extract::State(state): extract::State<State>,
+    allowed: Allowed,
     Query(q): Query<SearchQuery>,
 ) -> ApiResult {
     let channel = q
         .channel
         .as_deref()
         .filter(|c| !c.is_empty())
-        .map(|c| state.channel(c))
+        .map(|c| state.channel(c, &allowed))
         .transpose()?;
     let limit = match q.limit.unwrap_or(50) {
         n @ 1..=100 => n,
         n => return Err(ApiError::bad(format!("limit must be 1 to 100 (got {n})"))),
     };
-    let messages = state.chat.search(&q.q, channel.as_ref(), limit).await?;
+    // A token limited to some channels reads the best matches of all and
+    // keeps its own.
+    let wanted = if channel.is_none() && allowed.0.restricts_channels() {
+        100
+    } else {
+        limit
+    };
+    let mut messages = state.chat.search(&q.q, channel.as_ref(), wanted).await?;
+    messages.retain(|m| allowed.0.allows(&m.channel));
+    messages.truncate(limit);
     Ok(Json(json!({"query": q.q, "messages": messages})).into_response())
 }
 
-async fn approvals(extract::State(state): extract::State<State>) -> Json<Value> {
-    Json(json!({
-        "channel": state.chat.approvals_channel(),
-        "pending": state.chat.pending_approvals(),
-    }))
+/// Pending approvals, for a token that opens the approvals channel.
+async fn approvals(extract::State(state): extract::State<State>, allowed: Allowed) -> Json<Value> {
+    let channel = state
+        .chat
+        .approvals_channel()
+        .filter(|c| allowed.0.allows(c));
+    let pending = if channel.is_some() {
+        state.chat.pending_approvals()
+    } else {
+        Vec::new()
+    };
+    Json(json!({"channel": channel, "pending": pending}))
 }
 
 #[derive(Deserialize)]
@@ -305,9 +369,17 @@ struct Send {
 }
 
 /// Posts as the person `nick`.
-async fn send(extract::State(state): extract::State<State>, Json(body): Json<Send>) -> ApiResult {
-    let channel = state.channel(&body.channel)?;
-    let nick = state.nick(&body.nick, "nick")?;
+async fn send(
+    extract::State(state): extract::State<State>,
+    allowed: Allowed,
+    Json(body): Json<Send>,
+) -> ApiResult {
+    let channel = state.channel(&body.channel, &allowed)?;
+    let nick = state.nick(&body.nick, "nick", &allowed)?;
+    allowed
+        .0
+        .send()
+        .map_err(|e| ApiError(StatusCode::TOO_MANY_REQUESTS, e.message().to_owned()))?;
     let delivery = state.chat.say(&channel, &nick, &body.text).await?;
     let ids: Vec<i64> = delivery.stored.iter().map(|m| m.id).collect();
     Ok(Json(json!({
@@ -328,9 +400,13 @@ struct Read {
 }
 
 /// The viewer has seen `channel` up to position `seq`.
-async fn read(extract::State(state): extract::State<State>, Json(body): Json<Read>) -> ApiResult {
-    let channel = state.channel(&body.channel)?;
-    let viewer = state.nick(&body.viewer, "viewer")?;
+async fn read(
+    extract::State(state): extract::State<State>,
+    allowed: Allowed,
+    Json(body): Json<Read>,
+) -> ApiResult {
+    let channel = state.channel(&body.channel, &allowed)?;
+    let viewer = state.nick(&body.viewer, "viewer", &allowed)?;
     state.chat.mark_read(&viewer, &channel, body.seq)?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }

@@ -28,16 +28,17 @@ use std::sync::Arc;
 
 use axum::Router;
 use switchboard_chat::ChatTools;
+use switchboard_toolset::Tokens;
 
 /// The cookie that carries the bearer token for the page.
 pub const COOKIE: &str = "switchboard_token";
 
 /// The web view's routes: the page at `/`, its assets, and `/api/`.
 ///
-/// `token` is the HTTP server's bearer token, when it has one: the page
-/// then asks for it, and the login checks it.
-pub fn router(chat: Arc<ChatTools>, token: Option<String>) -> Router {
-    let state = api::State::new(chat, token);
+/// `tokens` are the HTTP server's: when there are any, the page asks for
+/// one, and the login checks it.
+pub fn router(chat: Arc<ChatTools>, tokens: Arc<Tokens>) -> Router {
+    let state = api::State::new(chat, tokens);
     Router::new()
         .merge(assets::routes())
         .merge(api::routes(state))

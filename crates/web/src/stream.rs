@@ -7,6 +7,7 @@
 //! hole and, since ids only grow, no duplicate. Without either it gets the
 //! messages from now on. A stream that falls behind the live feed catches
 //! up from the history the same way. Streams end when the server stops.
+//! A token limited to some channels is streamed only theirs.
 
 use std::{convert::Infallible, sync::Arc, time::Duration};
 
@@ -17,7 +18,7 @@ use axum::{
 use futures::Stream;
 use http::HeaderMap;
 use serde::Deserialize;
-use switchboard_chat::{ChatTools, Message};
+use switchboard_chat::{Access, ChatTools, Message};
 use tokio::sync::broadcast;
 
 use crate::api;
@@ -32,6 +33,7 @@ pub struct StreamQuery {
 
 pub async fn stream(
     State(state): State<api::State>,
+    api::Allowed(access): api::Allowed,
     headers: HeaderMap,
     Query(q): Query<StreamQuery>,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
@@ -47,6 +49,7 @@ pub async fn stream(
         None => state.chat.newest_id().unwrap_or(0),
     };
     let follower = Follower {
+        access,
         chat: state.chat.clone(),
         feed,
         last,
@@ -62,6 +65,7 @@ pub async fn stream(
 
 /// One stream's position: the last id it sent, and what it must send next.
 struct Follower {
+    access: Access,
     chat: Arc<ChatTools>,
     feed: broadcast::Receiver<Arc<[Message]>>,
     last: i64,
@@ -78,7 +82,9 @@ impl Follower {
             if let Some(message) = self.queue.pop() {
                 if message.id > self.last {
                     self.last = message.id;
-                    return Some(message);
+                    if self.access.allows(&message.channel) {
+                        return Some(message);
+                    }
                 }
                 continue;
             }

@@ -35,10 +35,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::names::Channel;
 
+mod backup;
 mod cursors;
 mod schema;
 mod writer;
 
+pub use backup::{Backup, BackupError, backup_file};
 pub use cursors::CursorView;
 use cursors::{Change, Cursors};
 use writer::{Op, Writer};
@@ -127,6 +129,17 @@ fn serialize_time<S: serde::Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok
 /// it back as `since` selects exactly the later messages.
 pub fn iso(t: &DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Micros, true)
+}
+
+/// Where a read of a channel starts (`since`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Since {
+    /// After the message at this position ([`Message::seq`]): insertion
+    /// order, which lines a server replays with older times follow too.
+    Seq(i64),
+    /// After this time. Lines a server replays keep their older times, so a
+    /// reader following by time does not get them.
+    Time(DateTime<Utc>),
 }
 
 /// A message to append.
@@ -407,23 +420,66 @@ impl History {
         Ok(result?)
     }
 
-    /// The newest `limit` messages of `channel` (by key) newer than `since`,
-    /// newest first.
+    /// Messages of `channel` (by key), newest first in insertion order:
+    /// without `since`, the newest `limit`; after a position, the `limit`
+    /// right after it, so a reader following the channel pages forward and
+    /// skips nothing; after a time, the newest `limit` of those later.
     pub fn read(
         &self,
         channel_key: &str,
-        since: Option<DateTime<Utc>>,
+        since: Option<Since>,
         limit: usize,
     ) -> Result<Vec<Message>, HistoryError> {
-        let since = since.map_or(i64::MIN, |t| t.timestamp_micros());
+        let limit = limit as i64;
+        self.with_reader(|conn| match since {
+            None => conn
+                .prepare_cached(select_messages!(
+                    "FROM channels c JOIN messages m ON m.channel_id = c.id
+                      WHERE c.key = ?1 ORDER BY m.seq DESC LIMIT ?2"
+                ))?
+                .query_map(params![channel_key, limit], message_row)?
+                .collect(),
+            Some(Since::Seq(after)) => {
+                let mut page: Vec<Message> = conn
+                    .prepare_cached(select_messages!(
+                        "FROM channels c JOIN messages m ON m.channel_id = c.id
+                          WHERE c.key = ?1 AND m.seq > ?2 ORDER BY m.seq LIMIT ?3"
+                    ))?
+                    .query_map(params![channel_key, after, limit], message_row)?
+                    .collect::<Result<_, _>>()?;
+                page.reverse();
+                Ok(page)
+            }
+            Some(Since::Time(t)) => {
+                // Chosen by the time index (bounded by the limit), shown in
+                // insertion order.
+                let mut page: Vec<Message> = conn
+                    .prepare_cached(select_messages!(
+                        "FROM channels c JOIN messages m ON m.channel_id = c.id
+                          WHERE c.key = ?1 AND m.ts > ?2
+                          ORDER BY m.ts DESC, m.id DESC LIMIT ?3"
+                    ))?
+                    .query_map(
+                        params![channel_key, t.timestamp_micros(), limit],
+                        message_row,
+                    )?
+                    .collect::<Result<_, _>>()?;
+                page.sort_unstable_by_key(|m| std::cmp::Reverse(m.seq));
+                Ok(page)
+            }
+        })
+    }
+
+    /// The position of `channel`'s (by key) newest message; 0 when it has
+    /// none. Read from the database, so a position a reader has just seen is
+    /// never newer than this.
+    pub fn last_seq(&self, channel_key: &str) -> Result<i64, HistoryError> {
         self.with_reader(|conn| {
-            let mut stmt = conn.prepare_cached(select_messages!(
-                "FROM channels c JOIN messages m ON m.channel_id = c.id
-                  WHERE c.key = ?1 AND m.ts > ?2
-                  ORDER BY m.ts DESC, m.id DESC LIMIT ?3"
-            ))?;
-            stmt.query_map(params![channel_key, since, limit as i64], message_row)?
-                .collect()
+            conn.prepare_cached(
+                "SELECT coalesce((SELECT max(seq) FROM messages
+                   WHERE channel_id = (SELECT id FROM channels WHERE key = ?1)), 0)",
+            )?
+            .query_row([channel_key], |row| row.get(0))
         })
     }
 
@@ -678,13 +734,13 @@ impl History {
         self.shared.feed.subscribe()
     }
 
-    /// Waits until `channel` has messages newer than `since`, or `timeout`
-    /// passes, or the history shuts down; returns the newest `limit` of them
-    /// (empty on timeout).
+    /// Waits until `channel` has messages after `since`, or `timeout`
+    /// passes, or the history shuts down; returns them as
+    /// [`History::read`] does (empty on timeout).
     pub async fn wait_newer(
         &self,
         channel_key: &str,
-        since: DateTime<Utc>,
+        since: Since,
         limit: usize,
         timeout: Duration,
     ) -> Result<Vec<Message>, HistoryError> {
@@ -904,7 +960,9 @@ pub(crate) mod tests {
             read.iter().map(|m| m.text.as_str()).collect::<Vec<_>>(),
             ["m4", "m3", "m2"]
         );
-        let newer = history.read("#a", Some(stored[2].time), 50).unwrap();
+        let newer = history
+            .read("#a", Some(Since::Time(stored[2].time)), 50)
+            .unwrap();
         assert_eq!(
             newer.iter().map(|m| m.text.as_str()).collect::<Vec<_>>(),
             ["m4", "m3"]
@@ -964,7 +1022,9 @@ pub(crate) mod tests {
         let stored = rt.block_on(history.append(batch)).unwrap();
         assert!(stored[0].time < stored[1].time && stored[1].time < stored[2].time);
         assert_eq!(stored[2].time.timestamp_millis(), at.timestamp_millis());
-        let newer = history.read("#a", Some(stored[0].time), 10).unwrap();
+        let newer = history
+            .read("#a", Some(Since::Time(stored[0].time)), 10)
+            .unwrap();
         assert_eq!(
             newer.iter().map(|m| m.text.as_str()).collect::<Vec<_>>(),
             ["c", "b"]
@@ -977,6 +1037,64 @@ pub(crate) mod tests {
             }]))
             .unwrap();
         assert_eq!(replayed[0].time, older);
+        history.close();
+    }
+
+    #[test]
+    fn reads_follow_insertion_order_when_replayed_times_go_backwards() {
+        let rt = runtime();
+        let history = History::open(&Location::Memory, Durability::Full).unwrap();
+        let append = |m: NewMessage| rt.block_on(history.append(vec![m])).unwrap().remove(0);
+        let live: Vec<Message> = (0..3)
+            .map(|i| append(msg("#a", "bob", &format!("live {i}"))))
+            .collect();
+        // A server replays what was said while the observer was away, with
+        // whole-second times: before the last line recorded live.
+        let older = live[2].time - chrono::Duration::seconds(1);
+        let replay = |text: &str| NewMessage {
+            time: Some(older),
+            replayed: true,
+            ..msg("#a", "carol", text)
+        };
+        append(replay("away 1"));
+        append(replay("away 2"));
+        append(msg("#a", "bob", "back"));
+        let texts = |page: &[Message]| page.iter().map(|m| m.text.clone()).collect::<Vec<_>>();
+
+        let newest = history.read("#a", None, 10).unwrap();
+        assert_eq!(
+            texts(&newest),
+            ["back", "away 2", "away 1", "live 2", "live 1", "live 0"]
+        );
+        assert!(newest[1].time < newest[3].time, "the replayed time is kept");
+        let after = history
+            .read("#a", Some(Since::Seq(live[2].seq)), 10)
+            .unwrap();
+        assert_eq!(texts(&after), ["back", "away 2", "away 1"]);
+        // By time, the replayed lines are behind the reader.
+        let by_time = history
+            .read("#a", Some(Since::Time(live[2].time)), 10)
+            .unwrap();
+        assert_eq!(texts(&by_time), ["back"]);
+
+        // Following page by page from the first line gets every later line
+        // exactly once, in insertion order.
+        let mut followed = Vec::new();
+        let mut position = live[0].seq;
+        loop {
+            let page = history.read("#a", Some(Since::Seq(position)), 2).unwrap();
+            let Some(newest) = page.first() else { break };
+            position = newest.seq;
+            followed.extend(texts(&page).into_iter().rev());
+        }
+        assert_eq!(followed, ["live 1", "live 2", "away 1", "away 2", "back"]);
+        assert_eq!(history.last_seq("#a").unwrap(), position);
+        assert_eq!(history.last_seq("#missing").unwrap(), 0);
+
+        let woke = rt
+            .block_on(history.wait_newer("#a", Since::Seq(live[2].seq), 10, Duration::from_secs(5)))
+            .unwrap();
+        assert_eq!(texts(&woke), ["back", "away 2", "away 1"]);
         history.close();
     }
 
@@ -1059,7 +1177,7 @@ pub(crate) mod tests {
         let rt = runtime();
         let history = History::open(&Location::Memory, Durability::Full).unwrap();
         rt.block_on(async {
-            let since = Utc::now();
+            let since = Since::Time(Utc::now());
             let waiter = {
                 let history = history.clone();
                 tokio::spawn(async move {
@@ -1079,7 +1197,7 @@ pub(crate) mod tests {
             assert!(started.elapsed() < Duration::from_millis(50));
 
             let timed_out = history
-                .wait_newer("#a", Utc::now(), 50, Duration::from_millis(30))
+                .wait_newer("#a", Since::Time(Utc::now()), 50, Duration::from_millis(30))
                 .await
                 .unwrap();
             assert!(timed_out.is_empty());
@@ -1088,7 +1206,7 @@ pub(crate) mod tests {
                 let history = history.clone();
                 tokio::spawn(async move {
                     history
-                        .wait_newer("#a", Utc::now(), 50, Duration::from_secs(10))
+                        .wait_newer("#a", Since::Time(Utc::now()), 50, Duration::from_secs(10))
                         .await
                 })
             };

@@ -29,11 +29,13 @@ use tokio::{
 };
 
 use super::{
+    DEFAULT_OBSERVER_NICK,
     backfill::Backfill,
     connection::{BeforeWrite, ConnError, Connection, Endpoint, Event, Identity, Sasl, Status},
     flood::{Bucket, FloodSettings},
     isupport::ServerInfo,
     members::Membership,
+    nicks,
     tls::Tls,
     wire,
 };
@@ -54,6 +56,11 @@ pub struct IrcSettings {
     /// SASL PLAIN for the observer.
     pub sasl: Option<Sasl>,
     pub observer_nick: String,
+    /// The observer's nick was configured (`chat.irc.nick`): if it is taken
+    /// or refused when switchboard starts, switchboard stops with an error
+    /// naming the setting. An unconfigured nick falls back to a free
+    /// variant instead ([`nicks::fallbacks`]).
+    pub observer_nick_configured: bool,
     /// The ident every connection registers with.
     pub username: String,
     pub realname: String,
@@ -78,7 +85,8 @@ impl IrcSettings {
             tls: None,
             password: None,
             sasl: None,
-            observer_nick: "switchboard".into(),
+            observer_nick: DEFAULT_OBSERVER_NICK.into(),
+            observer_nick_configured: false,
             username: "switchboard".into(),
             realname: "switchboard MCP bridge".into(),
             channels: Vec::new(),
@@ -128,7 +136,12 @@ impl IrcBackend {
             flood: settings.flood,
         });
         let (events_tx, events) = mpsc::channel(4096);
-        let observer = Connection::spawn(
+        let fallbacks = if settings.observer_nick_configured {
+            Vec::new()
+        } else {
+            nicks::fallbacks(&settings.observer_nick, &nicks::host_name())
+        };
+        let observer = Connection::spawn_with_fallbacks(
             endpoint.clone(),
             Identity {
                 nick: settings.observer_nick.clone(),
@@ -138,6 +151,7 @@ impl IrcBackend {
                 suffix_on_collision: false,
                 persistent: true,
             },
+            fallbacks,
             Some(events_tx),
         );
         let inner = Arc::new(Inner {
@@ -160,6 +174,44 @@ impl IrcBackend {
     /// Waits until the observer is registered (or has failed for good).
     pub async fn ready(&self) -> Result<(), ConnError> {
         self.inner.observer.ready().await
+    }
+
+    /// Resolves, with what happened, only if the configured observer nick
+    /// (`chat.irc.nick`) is taken or refused before the observer first
+    /// registers: a configuration error the daemon should stop for, as
+    /// without its observer nothing is recorded and every send fails only
+    /// after its timeout. A default nick has free fallbacks, and once
+    /// registered a nick taken on a reconnect is most likely the observer's
+    /// own ghost from before a network drop, which it outlasts.
+    pub async fn refused_nick(&self) -> String {
+        if self.inner.settings.observer_nick_configured {
+            let server = format!(
+                "{}:{}",
+                self.inner.settings.server, self.inner.settings.port
+            );
+            let mut status = self.inner.observer.status_changes();
+            loop {
+                match &*status.borrow_and_update() {
+                    Status::Disconnected(ConnError::NickInUse(nick))
+                    | Status::Failed(ConnError::NickInUse(nick)) => {
+                        return format!(
+                            "the nick {nick} is already in use on the IRC network {server}"
+                        );
+                    }
+                    Status::Failed(ConnError::BadNick { nick, reason }) => {
+                        return format!(
+                            "the IRC server {server} refused the nick {nick} ({reason})"
+                        );
+                    }
+                    Status::Registered { .. } | Status::Failed(_) => break,
+                    Status::Connecting | Status::Disconnected(_) => {}
+                }
+                if status.changed().await.is_err() {
+                    break;
+                }
+            }
+        }
+        std::future::pending().await
     }
 }
 

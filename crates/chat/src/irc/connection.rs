@@ -207,12 +207,26 @@ impl Connection {
         identity: Identity,
         events: Option<mpsc::Sender<Event>>,
     ) -> Self {
+        Self::spawn_with_fallbacks(endpoint, identity, Vec::new(), events)
+    }
+
+    /// Like [`Connection::spawn`], with nicks to try in turn, at each
+    /// registration, when the identity's nick is taken (`433`); one the
+    /// server refuses as erroneous (`432`: too long for its `NICKLEN`) is
+    /// followed by the next shorter one.
+    pub fn spawn_with_fallbacks(
+        endpoint: Arc<Endpoint>,
+        identity: Identity,
+        fallbacks: Vec<String>,
+        events: Option<mpsc::Sender<Event>>,
+    ) -> Self {
         let (requests, inbox) = mpsc::channel(256);
         let (status_tx, status) = watch::channel(Status::Connecting);
         let (info_tx, info) = watch::channel(ServerInfo::default());
         let actor = Actor {
             endpoint,
             identity,
+            fallbacks,
             events,
             inbox,
             status: status_tx,
@@ -292,6 +306,10 @@ impl Connection {
         self.status.borrow().clone()
     }
 
+    pub fn status_changes(&self) -> watch::Receiver<Status> {
+        self.status.clone()
+    }
+
     /// Waits until the connection is registered or has failed for good.
     pub async fn ready(&self) -> Result<(), ConnError> {
         let mut status = self.status.clone();
@@ -363,6 +381,9 @@ struct Parked {
 struct Actor {
     endpoint: Arc<Endpoint>,
     identity: Identity,
+    /// Nicks to try when the identity's is taken; see
+    /// [`Connection::spawn_with_fallbacks`].
+    fallbacks: Vec<String>,
     events: Option<mpsc::Sender<Event>>,
     inbox: mpsc::Receiver<Request>,
     status: watch::Sender<Status>,
@@ -400,7 +421,12 @@ impl Actor {
                     return;
                 }
                 Err(e) => {
-                    tracing::info!(nick = %self.identity.nick, %server, error = %e, "IRC connection down; reconnecting");
+                    if matches!(e, ConnError::NickInUse(_)) {
+                        // Not the network's fault: someone holds our nick.
+                        tracing::warn!(nick = %self.identity.nick, %server, error = %e, "IRC nick taken; trying again");
+                    } else {
+                        tracing::info!(nick = %self.identity.nick, %server, error = %e, "IRC connection down; reconnecting");
+                    }
                     self.status.send_replace(Status::Disconnected(e));
                     if let Some(events) = &self.events {
                         let _ = events.send(Event::Disconnected).await;
@@ -480,7 +506,8 @@ impl Actor {
             pinged: false,
         };
         let deadline = Instant::now() + endpoint.register_timeout;
-        tokio::time::timeout_at(deadline, session.register(&endpoint, &self.identity))
+        let register = session.register(&endpoint, &self.identity, &self.fallbacks);
+        tokio::time::timeout_at(deadline, register)
             .await
             .map_err(|_| ConnError::RegistrationTimeout {
                 server: server.clone(),
@@ -741,7 +768,9 @@ impl Session {
         &mut self,
         endpoint: &Endpoint,
         identity: &Identity,
+        fallbacks: &[String],
     ) -> Result<(), ConnError> {
+        let mut fallbacks = fallbacks.iter();
         let mut out = String::new();
         out.push_str("CAP LS 302\r\n");
         if let Some(password) = &endpoint.password {
@@ -866,7 +895,12 @@ impl Session {
                     Response::ERR_NICKNAMEINUSE
                     | Response::ERR_NICKCOLLISION
                     | Response::ERR_UNAVAILRESOURCE => {
-                        if identity.suffix_on_collision
+                        if let Some(next) = fallbacks.next() {
+                            tracing::info!(taken = %self.nick, trying = %next, "IRC nick in use; trying another");
+                            self.nick.clone_from(next);
+                            let line = wire::line("NICK", &[&self.nick]).map_err(unsafe_param)?;
+                            self.write_now(&line).await?;
+                        } else if identity.suffix_on_collision
                             && self.nick.len() < self.info.rules.nicklen.max(9)
                             && attempt < 8
                         {
@@ -879,10 +913,21 @@ impl Session {
                         }
                     }
                     Response::ERR_ERRONEOUSNICKNAME | Response::ERR_NONICKNAMEGIVEN => {
-                        return Err(ConnError::BadNick {
-                            nick: self.nick.clone(),
-                            reason: params.last().cloned().unwrap_or_default(),
-                        });
+                        // A fallback too long for this server: on to a shorter one.
+                        if self.nick != identity.nick
+                            && let Some(next) =
+                                fallbacks.find(|f| f.chars().count() < self.nick.chars().count())
+                        {
+                            tracing::info!(refused = %self.nick, trying = %next, "IRC nick refused; trying a shorter one");
+                            self.nick.clone_from(next);
+                            let line = wire::line("NICK", &[&self.nick]).map_err(unsafe_param)?;
+                            self.write_now(&line).await?;
+                        } else {
+                            return Err(ConnError::BadNick {
+                                nick: self.nick.clone(),
+                                reason: params.last().cloned().unwrap_or_default(),
+                            });
+                        }
                     }
                     Response::ERR_PASSWDMISMATCH | Response::ERR_YOUREBANNEDCREEP => {
                         return Err(ConnError::Closed(

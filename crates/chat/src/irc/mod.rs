@@ -8,6 +8,7 @@
 //!   sender connection per agent nick.
 //! - [`backfill`] — filling the history's gap after an absence from the
 //!   server's history (`draft/chathistory`).
+//! - [`nicks`] — the observer's default nick and its fallbacks.
 //! - [`wire`], [`isupport`], [`members`], [`flood`], [`tls`] — the pieces.
 
 pub mod backend;
@@ -16,10 +17,12 @@ pub mod connection;
 pub mod flood;
 pub mod isupport;
 pub mod members;
+pub mod nicks;
 pub mod tls;
 pub mod wire;
 
 pub use backend::{IrcBackend, IrcSettings};
 pub use connection::{ConnError, Sasl};
 pub use flood::FloodSettings;
+pub use nicks::DEFAULT_OBSERVER_NICK;
 pub use tls::{Tls, TlsSetupError};

@@ -33,13 +33,14 @@ pub(super) fn tool_definitions() -> Vec<Tool> {
             "channel": {"type": "string"},
             "nick": {"type": "string"},
             "messages": {"type": "array", "items": message},
+            "more": {"type": "boolean"},
             "timed_out": {"type": "boolean"}
         },
         "required": ["messages"]
     });
     let channel = json!({"type": "string", "description": "Channel, e.g. #general"});
     let inbox_channel = json!({"type": "string", "description": "Channel; omit for your inbox (unread + mentions)"});
-    let since = json!({"type": "string", "description": "ISO 8601 time; only newer messages"});
+    let since = json!({"type": ["integer", "string"], "description": "A message's seq (only messages recorded after it; follow a channel with this) or an ISO 8601 time"});
     let nick = json!({"type": "string", "description": "Your nick, if this session has none yet"});
     let read_only = ToolAnnotations::new()
         .read_only(true)
@@ -75,14 +76,15 @@ pub(super) fn tool_definitions() -> Vec<Tool> {
                 "lines": {"type": "integer"},
                 "confirmed": {"type": "boolean"},
                 "ids": {"type": "array", "items": {"type": "integer"}},
-                "time": {"type": "string"}
+                "time": {"type": "string"},
+                "seq": {"type": "integer"}
             },
             "required": ["channel", "sender", "lines", "confirmed"]
         })))
         .with_annotations(writes(false)),
         Tool::new(
             "read_messages",
-            "Read a channel's recent messages, newest first, as [HH:MM:SS] <nick> text (UTC). Without channel: your inbox, oldest first. Marks them read.",
+            "Read a channel's recent messages, newest first, as [HH:MM:SS] <nick> text (UTC); with since=seq, the next ones after it. Without channel: your inbox, oldest first. Marks them read.",
             object_schema(
                 json!({
                     "channel": inbox_channel,
@@ -145,7 +147,7 @@ pub(super) fn tool_definitions() -> Vec<Tool> {
         with_call_timeout(
             Tool::new(
                 "wait_for_messages",
-                "Block until a channel has messages newer than since (default: now), then return them like read_messages; without channel, until your inbox has any. Empty after timeout_s.",
+                "Block until a channel has messages after since (default: now), then return them like read_messages; without channel, until your inbox has any. Empty after timeout_s.",
                 object_schema(
                     json!({
                         "channel": inbox_channel,

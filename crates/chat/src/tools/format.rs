@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use switchboard_toolset::{ToolError, ToolOutput};
 
 use crate::{
-    history::{Message, iso},
+    history::{Message, Since, iso},
     inbox::Item,
     names::Channel,
 };
@@ -28,16 +28,19 @@ fn write_line(text: &mut String, m: &Message) {
     );
 }
 
-/// `read_messages`-style output: `[HH:MM:SS] <nick> text` lines, newest first.
+/// `read_messages`-style output: `[HH:MM:SS] <nick> text` lines, newest
+/// first. A reader that follows by position (`since` a seq) also gets the
+/// newest position shown, and whether `more` follow it.
 pub(super) fn messages_output(
     channel: &Channel,
     messages: &[Message],
-    since: Option<DateTime<Utc>>,
+    since: Option<Since>,
+    more: bool,
     timed_out: bool,
 ) -> ToolOutput {
     let text = if messages.is_empty() {
         match since {
-            Some(t) => format!("No messages in {channel} since {}.", iso(&t)),
+            Some(since) => format!("No messages in {channel} {}.", describe_since(&since)),
             None => format!("No messages in {channel}."),
         }
     } else {
@@ -53,13 +56,28 @@ pub(super) fn messages_output(
             }
             write_line(&mut text, m);
         }
+        if let (Some(Since::Seq(_)), Some(newest)) = (since, messages.first()) {
+            let _ = write!(text, "\n(up to seq {}", newest.seq);
+            text.push_str(if more { "; more follow)" } else { ")" });
+        }
         text
     };
     let mut structured = json!({"channel": channel.name(), "messages": messages});
+    if more {
+        structured["more"] = Value::Bool(true);
+    }
     if timed_out {
         structured["timed_out"] = Value::Bool(true);
     }
     ToolOutput::new(text, structured)
+}
+
+/// `after seq 57` or `since 2026-11-30T22:15:03.123456Z`.
+pub(super) fn describe_since(since: &Since) -> String {
+    match since {
+        Since::Seq(seq) => format!("after seq {seq}"),
+        Since::Time(t) => format!("since {}", iso(t)),
+    }
 }
 
 /// An inbox: `#channel [HH:MM:SS] <nick> text` lines, oldest first.
@@ -129,12 +147,46 @@ pub(super) fn bounded(
     }
 }
 
-/// Parses `since`: RFC 3339 (`2026-11-30T22:15:00Z`, `…+02:00`), or a date
+/// What `since` must be, for error messages.
+const SINCE_FORMS: &str =
+    "a message's seq (0 or more, e.g. 42) or an ISO 8601 time such as 2026-11-30T22:15:00Z";
+
+/// Parses `since`: a message's position (`seq`, a whole number, also as a
+/// string of digits since agents often quote numbers), else a time (see
+/// [`parse_time`]). Whether the position or time exists is the caller's
+/// check.
+pub fn parse_since(raw: &Value) -> Result<Since, ToolError> {
+    let refuse = |shown: &str| {
+        let shown: String = shown.chars().take(60).collect();
+        ToolError::new(format!("since must be {SINCE_FORMS} (got {shown})"))
+    };
+    match raw {
+        Value::Number(n) => match n.as_i64() {
+            Some(seq) if seq >= 0 => Ok(Since::Seq(seq)),
+            _ => Err(refuse(&n.to_string())),
+        },
+        Value::String(s) => {
+            let trimmed = s.trim();
+            let digits = trimmed.strip_prefix('-').unwrap_or(trimmed);
+            if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+                return match trimmed.parse::<i64>() {
+                    Ok(seq) if seq >= 0 => Ok(Since::Seq(seq)),
+                    _ => Err(refuse(&format!("{trimmed:?}"))),
+                };
+            }
+            parse_time(trimmed)
+                .map(Since::Time)
+                .ok_or_else(|| refuse(&format!("{trimmed:?}")))
+        }
+        other => Err(refuse(&other.to_string())),
+    }
+}
+
+/// Parses a time: RFC 3339 (`2026-11-30T22:15:00Z`, `…+02:00`), or a date
 /// and time without zone (taken as UTC), or a bare date (midnight UTC).
-pub fn parse_since(raw: &str) -> Result<DateTime<Utc>, ToolError> {
-    let raw = raw.trim();
+fn parse_time(raw: &str) -> Option<DateTime<Utc>> {
     if let Ok(t) = DateTime::parse_from_rfc3339(raw) {
-        return Ok(t.with_timezone(&Utc));
+        return Some(t.with_timezone(&Utc));
     }
     for format in [
         "%Y-%m-%dT%H:%M:%S%.f",
@@ -142,16 +194,13 @@ pub fn parse_since(raw: &str) -> Result<DateTime<Utc>, ToolError> {
         "%Y-%m-%dT%H:%M",
     ] {
         if let Ok(t) = NaiveDateTime::parse_from_str(raw, format) {
-            return Ok(t.and_utc());
+            return Some(t.and_utc());
         }
     }
-    if let Ok(d) = NaiveDate::parse_from_str(raw, "%Y-%m-%d") {
-        return Ok(d.and_hms_opt(0, 0, 0).unwrap_or_default().and_utc());
-    }
-    let shown: String = raw.chars().take(60).collect();
-    Err(ToolError::new(format!(
-        "since must be an ISO 8601 time such as 2026-11-30T22:15:00Z (got {shown:?})"
-    )))
+    NaiveDate::parse_from_str(raw, "%Y-%m-%d")
+        .ok()
+        .and_then(|d| d.and_hms_opt(0, 0, 0))
+        .map(|t| t.and_utc())
 }
 
 /// Turns free text into an FTS5 query: every word must occur (a word is
@@ -170,29 +219,55 @@ pub(super) fn fts_query(raw: &str) -> Option<String> {
 mod tests {
     use super::*;
 
+    fn since(raw: &str) -> Result<Since, ToolError> {
+        parse_since(&json!(raw))
+    }
+
     #[test]
     fn since_accepts_common_iso_forms() {
-        let z = parse_since("2026-11-30T22:15:00Z").unwrap();
-        assert_eq!(parse_since("2026-11-30T23:15:00+01:00").unwrap(), z);
-        assert_eq!(parse_since("2026-11-30T22:15:00").unwrap(), z);
-        assert_eq!(parse_since("2026-11-30 22:15:00").unwrap(), z);
-        assert_eq!(parse_since("2026-11-30T22:15").unwrap(), z);
-        assert!(parse_since("2026-11-30").is_ok());
-        let precise = parse_since("2026-11-30T22:15:00.123456Z").unwrap();
+        let Since::Time(z) = since("2026-11-30T22:15:00Z").unwrap() else {
+            panic!("not a time")
+        };
+        for same in [
+            "2026-11-30T23:15:00+01:00",
+            "2026-11-30T22:15:00",
+            "2026-11-30 22:15:00",
+            "2026-11-30T22:15",
+        ] {
+            assert_eq!(since(same).unwrap(), Since::Time(z), "{same}");
+        }
+        assert!(since("2026-11-30").is_ok());
+        let Since::Time(precise) = since("2026-11-30T22:15:00.123456Z").unwrap() else {
+            panic!("not a time")
+        };
         assert_eq!(precise.timestamp_subsec_micros(), 123456);
     }
 
     #[test]
-    fn since_refuses_non_iso_text() {
+    fn since_accepts_positions_as_numbers_and_digit_strings() {
+        assert_eq!(parse_since(&json!(42)).unwrap(), Since::Seq(42));
+        assert_eq!(parse_since(&json!(0)).unwrap(), Since::Seq(0));
+        assert_eq!(since(" 42 ").unwrap(), Since::Seq(42));
+    }
+
+    #[test]
+    fn since_refuses_anything_else() {
         for bad in [
             "yesterday",
             "",
             "30/11/2026",
             "2026-13-01T00:00:00Z",
             "12:00",
+            "-1",
+            "99999999999999999999",
         ] {
-            let err = parse_since(bad).unwrap_err();
+            let err = since(bad).unwrap_err();
             assert!(err.message().contains("ISO 8601"), "{bad}: {err}");
+            assert!(err.message().contains("seq"), "{bad}: {err}");
+        }
+        for bad in [json!(-1), json!(1.5), json!(true), json!(null), json!([1])] {
+            let err = parse_since(&bad).unwrap_err();
+            assert!(err.message().contains("seq"), "{bad}: {err}");
         }
     }
 

@@ -21,7 +21,7 @@ use std::{
     time::Duration,
 };
 
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use switchboard_toolset::{
@@ -34,9 +34,10 @@ pub use api::ChannelSummary;
 pub use format::parse_since;
 
 use crate::{
+    access::Access,
     approvals::{self, ApprovalSettings, Approvals},
     backend::ChatBackend,
-    history::{History, SenderKind, iso},
+    history::{History, Message, SenderKind, Since, iso},
     inbox::Inbox,
     names::{Channel, Nick},
     push::{PushMode, PushSettings, Pusher},
@@ -45,7 +46,9 @@ use definitions::{
     READ_DEFAULT, READ_MAX, SEARCH_DEFAULT, SEARCH_MAX, WAIT_DEFAULT_S, WAIT_MAX_S,
     tool_definitions,
 };
-use format::{bounded, bullets, fts_query, inbox_output, messages_output, search_line};
+use format::{
+    bounded, bullets, describe_since, fts_query, inbox_output, messages_output, search_line,
+};
 
 /// What a deployment may tune; see `docs/configuration.md` (`[chat]`).
 #[derive(Debug, Clone, PartialEq)]
@@ -69,6 +72,9 @@ impl Default for ChatSettings {
 
 /// How often a blocked wait tells the client it is still working.
 const PROGRESS_EVERY: Duration = Duration::from_secs(10);
+/// How far ahead of our clock a `since` time may be: the IRC server's clock
+/// (`server-time`) may run ahead of ours.
+const CLOCK_SKEW: chrono::TimeDelta = chrono::TimeDelta::minutes(1);
 
 /// The chat tools over one backend and its history.
 pub struct ChatTools {
@@ -87,7 +93,7 @@ pub struct ChatTools {
 /// A `read_messages` page, valid while the history has made no commit.
 struct CachedRead {
     commits: u64,
-    since: Option<DateTime<Utc>>,
+    since: Option<Since>,
     limit: usize,
     /// The channel's id and the page's newest position, for read cursors.
     newest: Option<(i64, i64)>,
@@ -138,7 +144,7 @@ struct SendParams {
 #[serde(deny_unknown_fields)]
 struct ReadParams {
     channel: Option<String>,
-    since: Option<String>,
+    since: Option<Value>,
     limit: Option<i64>,
     nick: Option<String>,
 }
@@ -165,7 +171,7 @@ struct ListParams {
 #[serde(deny_unknown_fields)]
 struct WaitParams {
     channel: Option<String>,
-    since: Option<String>,
+    since: Option<Value>,
     timeout_s: Option<f64>,
     nick: Option<String>,
 }
@@ -199,8 +205,9 @@ impl Toolset for ChatTools {
     fn instructions(&self, session: Option<&Session>) -> Option<String> {
         let mut text = String::from(
             "Chat with other agents and humans in channels: send_message to post, \
-read_messages or wait_for_messages to follow a channel (without a channel: your inbox, the unread \
-messages of channels you joined and every mention of you), search_messages to find older messages.",
+read_messages or wait_for_messages to follow a channel (since: the newest seq you have seen; \
+without a channel: your inbox, the unread messages of channels you joined and every mention of you), \
+search_messages to find older messages.",
         );
         if let Some(nick) = session.and_then(Session::identity) {
             text.push_str(&format!(" You are {nick} in chat."));
@@ -257,14 +264,14 @@ Events are not marked read: read_messages shows everything.",
             match tool {
                 "send_message" => self.send_message(parse_args(tool, args)?, caller).await,
                 "read_messages" => self.read_messages(parse_args(tool, args)?, caller),
-                "create_channel" => self.create_channel(parse_args(tool, args)?).await,
+                "create_channel" => self.create_channel(parse_args(tool, args)?, caller).await,
                 "list_channels" => self.list_channels(parse_args(tool, args)?, caller).await,
-                "get_members" => self.get_members(parse_args(tool, args)?).await,
+                "get_members" => self.get_members(parse_args(tool, args)?, caller).await,
                 "wait_for_messages" => {
                     let p: WaitParams = parse_args(tool, args)?;
                     with_progress(caller, self.wait_for_messages(p, caller)).await
                 }
-                "search_messages" => self.search_messages(parse_args(tool, args)?).await,
+                "search_messages" => self.search_messages(parse_args(tool, args)?, caller).await,
                 "join_channel" => self.join_channel(parse_args(tool, args)?, caller).await,
                 other => Err(ToolError::new(format!(
                     "the chat toolset has no tool {other}"
@@ -276,6 +283,25 @@ Events are not marked read: read_messages shows everything.",
 
 fn fail(e: impl std::fmt::Display) -> ToolError {
     ToolError::new(e.to_string())
+}
+
+/// Rows to ask for a page of `limit`: one more after a position, to learn
+/// whether more follow.
+fn page_size(since: Option<Since>, limit: usize) -> usize {
+    match since {
+        Some(Since::Seq(_)) => limit + 1,
+        _ => limit,
+    }
+}
+
+/// Cuts a page read with [`page_size`] back to `limit`; true when more follow.
+fn trim_page(messages: &mut Vec<Message>, since: Option<Since>, limit: usize) -> bool {
+    let more = matches!(since, Some(Since::Seq(_))) && messages.len() > limit;
+    if more {
+        // Newest first: the extra row is the first.
+        messages.remove(0);
+    }
+    more
 }
 
 /// Runs a long call, reporting progress every [`PROGRESS_EVERY`] when the
@@ -300,21 +326,39 @@ async fn with_progress<T>(caller: &Caller, call: impl Future<Output = T>) -> T {
 }
 
 impl ChatTools {
-    fn channel(&self, raw: &str) -> Result<Channel, ToolError> {
-        self.backend.rules().channel(raw).map_err(fail)
+    /// What `caller`'s token lets it do here.
+    fn access(&self, caller: &Caller) -> Access {
+        Access::new(caller.grant.as_ref(), self.backend.rules())
+    }
+
+    /// The channel `raw` names, if the caller may use it.
+    fn channel_for(&self, raw: &str, access: &Access) -> Result<Channel, ToolError> {
+        let channel = self.backend.rules().channel(raw).map_err(fail)?;
+        access.channel(&channel)?;
+        Ok(channel)
     }
 
     /// Who is calling: `explicit` (a tool's `nick`) when given, else the
-    /// session's identity.
+    /// session's identity, else the nick of the caller's token; refused
+    /// when the token does not hold it.
     fn me(&self, explicit: Option<&str>, caller: &Caller) -> Result<Option<Nick>, ToolError> {
         let rules = self.backend.rules();
-        match explicit {
-            Some(nick) => rules
-                .nick(nick)
-                .map(Some)
-                .map_err(|e| ToolError::new(format!("nick: {e}"))),
-            None => Ok(caller.identity().and_then(|nick| rules.nick(&nick).ok())),
+        let access = self.access(caller);
+        let me = match explicit {
+            Some(nick) => Some(
+                rules
+                    .nick(nick)
+                    .map_err(|e| ToolError::new(format!("nick: {e}")))?,
+            ),
+            None => caller
+                .identity()
+                .or_else(|| access.default_nick())
+                .and_then(|nick| rules.nick(&nick).ok()),
+        };
+        if let Some(me) = &me {
+            access.nick(me)?;
         }
+        Ok(me)
     }
 
     /// Like [`ChatTools::me`], for tools that need to know.
@@ -340,6 +384,49 @@ impl ChatTools {
             .map(|r| r.id))
     }
 
+    /// Parses `since` for `channel` and checks that a reader could have seen
+    /// it: a position up to the channel's newest, a time not in the future.
+    fn since(&self, channel: &Channel, raw: &Value) -> Result<Since, ToolError> {
+        let since = format::parse_since(raw)?;
+        match since {
+            Since::Seq(seq) => {
+                let newest = self.history.last_seq(channel.key()).map_err(fail)?;
+                if seq > newest {
+                    return Err(ToolError::new(format!(
+                        "since {seq} is after {channel}'s newest message (seq {newest}); pass the seq of a message you have seen, or 0 for the start"
+                    )));
+                }
+            }
+            Since::Time(t) if t > Utc::now() + CLOCK_SKEW => {
+                let newest = self.history.last_time(channel.key()).map_err(fail)?;
+                if newest.is_none_or(|n| t > n) {
+                    return Err(ToolError::new(format!(
+                        "since {} is in the future; pass the seq or time of a message you have seen",
+                        iso(&t)
+                    )));
+                }
+            }
+            Since::Time(_) => {}
+        }
+        Ok(since)
+    }
+
+    /// A page of `channel` after `since` (see [`History::read`]), and
+    /// whether more follow it (after a position only).
+    fn read_page(
+        &self,
+        channel: &Channel,
+        since: Option<Since>,
+        limit: usize,
+    ) -> Result<(Vec<Message>, bool), ToolError> {
+        let mut messages = self
+            .history
+            .read(channel.key(), since, page_size(since, limit))
+            .map_err(fail)?;
+        let more = trim_page(&mut messages, since, limit);
+        Ok((messages, more))
+    }
+
     /// `me` read the channel up to `seq` (and is in it).
     fn read_up_to(&self, me: &Nick, channel_id: i64, seq: i64) -> Result<(), ToolError> {
         self.history
@@ -350,14 +437,23 @@ impl ChatTools {
 
     async fn send_message(&self, p: SendParams, caller: &Caller) -> Result<ToolOutput, ToolError> {
         let rules = self.backend.rules();
-        let channel = rules.channel(&p.channel).map_err(fail)?;
-        let sender = p.sender.or_else(|| caller.identity()).ok_or_else(|| {
-            ToolError::new("invalid arguments for send_message: missing field `sender` (your nick)")
-        })?;
+        let access = self.access(caller);
+        let channel = self.channel_for(&p.channel, &access)?;
+        let sender = p
+            .sender
+            .or_else(|| caller.identity())
+            .or_else(|| access.default_nick())
+            .ok_or_else(|| {
+                ToolError::new(
+                    "invalid arguments for send_message: missing field `sender` (your nick)",
+                )
+            })?;
         let sender = rules
             .nick(&sender)
             .map_err(|e| ToolError::new(format!("sender: {e}")))?;
-        let kind = if caller.human {
+        access.nick(&sender)?;
+        access.send()?;
+        let kind = if caller.human || access.human() {
             SenderKind::Human
         } else {
             SenderKind::Agent
@@ -376,6 +472,7 @@ impl ChatTools {
         });
         if let Some(last) = delivery.stored.last() {
             structured["time"] = Value::String(iso(&last.time));
+            structured["seq"] = json!(last.seq);
         }
         Ok(ToolOutput::new(text, structured))
     }
@@ -391,10 +488,14 @@ impl ChatTools {
             }
             let me =
                 self.require_me(p.nick.as_deref(), caller, "read_messages without a channel")?;
-            return self.read_inbox(&me, limit, false);
+            return self.read_inbox(&me, limit, false, &self.access(caller));
         };
-        let channel = self.channel(raw)?;
-        let since = p.since.as_deref().map(format::parse_since).transpose()?;
+        let channel = self.channel_for(raw, &self.access(caller))?;
+        let since = p
+            .since
+            .as_ref()
+            .map(|raw| self.since(&channel, raw))
+            .transpose()?;
         // Loaded before reading: a commit after this makes the entry stale.
         let commits = self.history.commits();
         let same = |c: &CachedRead| c.commits == commits && c.since == since && c.limit == limit;
@@ -407,15 +508,9 @@ impl ChatTools {
             Some((Some(hit), newest)) => (hit, newest),
             cached => {
                 let repeated = cached.is_some();
-                let messages = self
-                    .history
-                    .read(channel.key(), since, limit)
-                    .map_err(fail)?;
-                let newest = messages
-                    .iter()
-                    .map(|m| (m.channel_id, m.seq))
-                    .max_by_key(|(_, seq)| *seq);
-                let output = messages_output(&channel, &messages, since, false);
+                let (messages, more) = self.read_page(&channel, since, limit)?;
+                let newest = messages.first().map(|m| (m.channel_id, m.seq));
+                let output = messages_output(&channel, &messages, since, more, false);
                 let mut reads = self.reads();
                 if reads.len() >= CACHED_READS {
                     reads.retain(|_, c| c.commits == commits);
@@ -445,15 +540,20 @@ impl ChatTools {
         Ok(output)
     }
 
-    /// Reads `me`'s inbox and marks what it returns read.
+    /// Reads `me`'s inbox (of the channels `access` opens) and marks what
+    /// it returns read.
     fn read_inbox(
         &self,
         me: &Nick,
         limit: usize,
         timed_out: bool,
+        access: &Access,
     ) -> Result<ToolOutput, ToolError> {
         let map = self.backend.rules().casemapping;
-        let items = self.inbox.peek(me, map, limit).map_err(fail)?;
+        let items = self
+            .inbox
+            .peek(me, map, limit, &|m| access.allows(&m.channel))
+            .map_err(fail)?;
         self.inbox.mark_read(me, &items).map_err(fail)?;
         Ok(inbox_output(me.name(), &items, timed_out))
     }
@@ -462,8 +562,12 @@ impl ChatTools {
         self.reads.lock().expect("read cache lock")
     }
 
-    async fn create_channel(&self, p: NameParams) -> Result<ToolOutput, ToolError> {
-        let channel = self.channel(&p.name)?;
+    async fn create_channel(
+        &self,
+        p: NameParams,
+        caller: &Caller,
+    ) -> Result<ToolOutput, ToolError> {
+        let channel = self.channel_for(&p.name, &self.access(caller))?;
         let created = self.backend.create_channel(&channel).await.map_err(fail)?;
         let text = if created {
             format!("Created {channel}")
@@ -478,7 +582,9 @@ impl ChatTools {
 
     async fn list_channels(&self, p: ListParams, caller: &Caller) -> Result<ToolOutput, ToolError> {
         let me = self.me(p.nick.as_deref(), caller)?;
-        let summaries = self.summaries(me.as_ref()).await?;
+        let access = self.access(caller);
+        let mut summaries = self.summaries(me.as_ref()).await?;
+        summaries.retain(|s| access.allows(&s.channel));
         let names: Vec<&str> = summaries.iter().map(|s| s.channel.as_str()).collect();
         if summaries.is_empty() {
             return Ok(ToolOutput::new(
@@ -512,8 +618,12 @@ impl ChatTools {
         ))
     }
 
-    async fn get_members(&self, p: ChannelParams) -> Result<ToolOutput, ToolError> {
-        let channel = self.channel(&p.channel)?;
+    async fn get_members(
+        &self,
+        p: ChannelParams,
+        caller: &Caller,
+    ) -> Result<ToolOutput, ToolError> {
+        let channel = self.channel_for(&p.channel, &self.access(caller))?;
         let members = self.members(&channel).await?;
         let nicks: Vec<String> = members.iter().map(|m| m.nick.clone()).collect();
         let text = if nicks.is_empty() {
@@ -553,26 +663,38 @@ impl ChatTools {
             return self.wait_inbox(&me, timeout, caller).await;
         };
         let me = self.me(p.nick.as_deref(), caller)?;
-        let channel = self.channel(raw)?;
-        let since = match p.since.as_deref() {
-            Some(raw) => format::parse_since(raw)?,
-            None => Utc::now(),
+        let channel = self.channel_for(raw, &self.access(caller))?;
+        let asked = p
+            .since
+            .as_ref()
+            .map(|raw| self.since(&channel, raw))
+            .transpose()?;
+        // By default, whatever is recorded after the call: by position, so
+        // a line replayed with an older time meanwhile is not missed.
+        let since = match asked {
+            Some(since) => since,
+            None => Since::Seq(self.history.last_seq(channel.key()).map_err(fail)?),
         };
-        let messages = self
+        let limit = READ_DEFAULT as usize;
+        let mut messages = self
             .history
-            .wait_newer(channel.key(), since, READ_DEFAULT as usize, timeout)
+            .wait_newer(channel.key(), since, page_size(Some(since), limit), timeout)
             .await
             .map_err(fail)?;
-        if let (Some(me), Some(newest)) = (&me, messages.iter().max_by_key(|m| m.seq)) {
+        let more = trim_page(&mut messages, Some(since), limit);
+        if let (Some(me), Some(newest)) = (&me, messages.first()) {
             self.read_up_to(me, newest.channel_id, newest.seq)?;
         }
         let timed_out = messages.is_empty();
-        let mut output = messages_output(&channel, &messages, Some(since), timed_out);
+        let mut output = messages_output(&channel, &messages, asked, more, timed_out);
         if timed_out {
+            let from = match since {
+                Since::Seq(seq) => format!("newest: seq {seq}"),
+                Since::Time(_) => describe_since(&since),
+            };
             output.text = format!(
-                "No new messages in {channel} after {} s (since {}).",
+                "No new messages in {channel} after {} s ({from}).",
                 timeout.as_secs_f64(),
-                iso(&since)
             );
         }
         Ok(output)
@@ -586,18 +708,28 @@ impl ChatTools {
         caller: &Caller,
     ) -> Result<ToolOutput, ToolError> {
         let map = self.backend.rules().casemapping;
+        let access = self.access(caller);
+        let allow = |m: &Message| access.allows(&m.channel);
         let deadline = tokio::time::Instant::now() + timeout;
         // Subscribed before looking, so nothing committed in between is missed.
         let mut feed = self.history.feed();
         loop {
-            if !self.inbox.peek(me, map, 1).map_err(fail)?.is_empty() {
-                return self.read_inbox(me, READ_DEFAULT as usize, false);
+            if !self
+                .inbox
+                .peek(me, map, 1, &allow)
+                .map_err(fail)?
+                .is_empty()
+            {
+                return self.read_inbox(me, READ_DEFAULT as usize, false, &access);
             }
             let woken = async {
                 loop {
                     match feed.recv().await {
                         Ok(batch) => {
-                            if batch.iter().any(|m| self.inbox.concerns(me, map, m)) {
+                            if batch
+                                .iter()
+                                .any(|m| allow(m) && self.inbox.concerns(me, map, m))
+                            {
                                 return true;
                             }
                         }
@@ -639,17 +771,35 @@ impl ChatTools {
         self.history.closing().await;
     }
 
-    async fn search_messages(&self, p: SearchParams) -> Result<ToolOutput, ToolError> {
-        let channel = p.channel.as_deref().map(|c| self.channel(c)).transpose()?;
+    async fn search_messages(
+        &self,
+        p: SearchParams,
+        caller: &Caller,
+    ) -> Result<ToolOutput, ToolError> {
+        let access = self.access(caller);
+        let channel = p
+            .channel
+            .as_deref()
+            .map(|c| self.channel_for(c, &access))
+            .transpose()?;
         let limit = bounded("limit", p.limit, SEARCH_DEFAULT, SEARCH_MAX)?;
         let fts = fts_query(&p.query).ok_or_else(|| {
             ToolError::new("query has no words to search for; give one or more words")
         })?;
-        let messages = self
+        // Across channels, a token limited to some reads the best matches
+        // of all and keeps its own.
+        let wanted = if channel.is_none() && access.restricts_channels() {
+            SEARCH_MAX as usize
+        } else {
+            limit
+        };
+        let mut messages = self
             .history
-            .search(fts, channel.as_ref().map(|c| c.key().to_owned()), limit)
+            .search(fts, channel.as_ref().map(|c| c.key().to_owned()), wanted)
             .await
             .map_err(fail)?;
+        messages.retain(|m| access.allows(&m.channel));
+        messages.truncate(limit);
         let text = if messages.is_empty() {
             format!("No messages match {:?}.", p.query)
         } else {
@@ -667,7 +817,7 @@ impl ChatTools {
 
     async fn join_channel(&self, p: JoinParams, caller: &Caller) -> Result<ToolOutput, ToolError> {
         let me = self.require_me(p.nick.as_deref(), caller, "join_channel")?;
-        let channel = self.channel(&p.channel)?;
+        let channel = self.channel_for(&p.channel, &self.access(caller))?;
         let Some(channel_id) = self.channel_id(&channel)? else {
             return Err(ToolError::new(format!(
                 "there is no channel {channel}; create_channel or send_message makes one"
@@ -751,6 +901,73 @@ mod tests {
                 .await
                 .unwrap();
             assert_eq!(out.structured["messages"].as_array().unwrap().len(), 2);
+        });
+        history.close();
+    }
+
+    #[test]
+    fn a_position_pages_forward_and_a_bad_since_changes_nothing() {
+        let rt = runtime();
+        let history = History::open(&Location::Memory, Default::default()).unwrap();
+        let tools = tools(&history);
+        let caller = Caller::new("test");
+        rt.block_on(async {
+            let send = args(json!({"channel": "#c", "text": "m1\nm2\nm3", "sender": "bob"}));
+            let sent = tools.call("send_message", send, &caller).await.unwrap();
+            assert_eq!(sent.structured["seq"], 3);
+            let read = |since: Value, limit: i64| {
+                let a =
+                    args(json!({"channel": "#c", "since": since, "limit": limit, "nick": "ann"}));
+                tools.call("read_messages", a, &caller)
+            };
+            let first = read(json!(0), 2).await.unwrap();
+            let lines: Vec<&str> = first.text.lines().collect();
+            assert!(lines[0].ends_with("] <bob> m2") && lines[1].ends_with("] <bob> m1"));
+            assert_eq!(lines[2..], ["(up to seq 2; more follow)"]);
+            assert_eq!(first.structured["more"], true);
+            let rest = read(json!("2"), 2).await.unwrap();
+            assert!(
+                rest.text.ends_with("<bob> m3\n(up to seq 3)"),
+                "{}",
+                rest.text
+            );
+            assert!(rest.structured.get("more").is_none());
+            let none = read(json!(3), 2).await.unwrap();
+            assert_eq!(none.text, "No messages in #c after seq 3.");
+
+            // ann has read up to m3; bad input leaves her cursor and the history alone.
+            let commits = history.commits();
+            for (bad, says) in [
+                (json!("garbage"), "ISO 8601"),
+                (json!(-1), "0 or more"),
+                (json!(4), "after #c's newest message (seq 3)"),
+                (json!("2999-01-01T00:00:00Z"), "in the future"),
+            ] {
+                let err = read(bad.clone(), 2).await.unwrap_err();
+                assert!(err.message().contains(says), "{bad}: {err}");
+                let a = args(json!({"channel": "#c", "since": bad, "timeout_s": 0}));
+                let err = tools
+                    .call("wait_for_messages", a, &caller)
+                    .await
+                    .unwrap_err();
+                assert!(err.message().contains(says), "{bad}: {err}");
+            }
+            assert_eq!(history.commits(), commits);
+            let channel_id = tools
+                .channel_id(&tools.rules().channel("#c").unwrap())
+                .unwrap()
+                .unwrap();
+            assert_eq!(history.cursor("ann", channel_id).unwrap().read_seq, 3);
+
+            let waited = args(json!({"channel": "#c", "timeout_s": 0.05}));
+            let quiet = tools
+                .call("wait_for_messages", waited, &caller)
+                .await
+                .unwrap();
+            assert_eq!(
+                quiet.text,
+                "No new messages in #c after 0.05 s (newest: seq 3)."
+            );
         });
         history.close();
     }

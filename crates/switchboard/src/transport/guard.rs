@@ -1,8 +1,10 @@
 //! Checks every HTTP request before it reaches MCP or the web view: the
 //! `Host` and `Origin` headers (DNS-rebinding protection, as the MCP
-//! transport spec asks) and, when configured, a bearer token. The web view's
-//! page and assets need no token (they hold nothing secret); its API takes
-//! the token from the page's HttpOnly cookie as well as from a bearer header.
+//! transport spec asks) and, when tokens are configured, a bearer token,
+//! whose [`Grant`] it puts in the request's extensions for what follows to
+//! obey. The web view's page and assets need no token (they hold nothing
+//! secret); its API takes the token from the page's HttpOnly cookie as well
+//! as from a bearer header.
 //!
 //! A web page can make a browser send requests to 127.0.0.1; it cannot make
 //! the browser send a `Host` header naming 127.0.0.1 for its own domain, nor
@@ -18,6 +20,7 @@ use axum::{
     response::Response,
 };
 use http::{HeaderMap, StatusCode, header};
+use switchboard_toolset::{Grant, Tokens};
 
 use crate::config::HttpConfig;
 
@@ -34,11 +37,11 @@ struct Inner {
     any_host: bool,
     /// Lower-case origins, without a trailing slash.
     origins: Vec<String>,
-    token: Option<String>,
+    tokens: Arc<Tokens>,
 }
 
 impl Guard {
-    pub fn new(listen: SocketAddr, config: &HttpConfig, token: Option<String>) -> Self {
+    pub fn new(listen: SocketAddr, config: &HttpConfig, tokens: Arc<Tokens>) -> Self {
         let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "::1"].map(String::from).to_vec();
         let ip = listen.ip();
         if !ip.is_unspecified() {
@@ -54,12 +57,14 @@ impl Guard {
                     .iter()
                     .map(|o| o.trim_end_matches('/').to_ascii_lowercase())
                     .collect(),
-                token,
+                tokens,
             }),
         }
     }
 
-    fn check(&self, path: &str, headers: &HeaderMap) -> Result<(), Refusal> {
+    /// Whether the request may go on, and with which grant (`None` when no
+    /// token is configured or `path` needs none).
+    fn check(&self, path: &str, headers: &HeaderMap) -> Result<Option<Arc<Grant>>, Refusal> {
         let host = headers
             .get(header::HOST)
             .and_then(|v| v.to_str().ok())
@@ -93,30 +98,36 @@ impl Guard {
                 ));
             }
         }
-        if let Some(token) = &self.inner.token
-            && switchboard_web::needs_auth(path)
-        {
-            let presented = headers
-                .get(header::AUTHORIZATION)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.strip_prefix("Bearer "))
-                .unwrap_or("");
-            let bearer = constant_time_eq(presented.as_bytes(), token.as_bytes());
-            let cookie = switchboard_web::is_web(path)
-                && web_cookie(headers).is_some_and(|value| {
-                    constant_time_eq(
-                        value.as_bytes(),
-                        switchboard_web::api::cookie_value(token).as_bytes(),
-                    )
-                });
-            if !(bearer || cookie) {
-                return Err(refuse(
-                    StatusCode::UNAUTHORIZED,
-                    "a bearer token is required: send Authorization: Bearer <token>",
-                ));
-            }
+        if !self.inner.tokens.required() {
+            return Ok(None);
         }
-        Ok(())
+        let cookie = switchboard_web::is_web(path)
+            .then(|| web_cookie(headers).and_then(switchboard_web::api::token_from_cookie))
+            .flatten();
+        let presented = match (headers.get(header::AUTHORIZATION), cookie) {
+            (Some(value), _) => bearer(value).map(Some),
+            (None, cookie) => Ok(cookie),
+        };
+        // A path open to all still learns whose token came with it.
+        if !switchboard_web::needs_auth(path) {
+            return Ok(presented
+                .ok()
+                .flatten()
+                .and_then(|token| self.inner.tokens.check(&token)));
+        }
+        let Some(presented) = presented? else {
+            return Err(refuse(
+                StatusCode::UNAUTHORIZED,
+                "a bearer token is required: send Authorization: Bearer <token>",
+            ));
+        };
+        match self.inner.tokens.check(&presented) {
+            Some(grant) => Ok(Some(grant)),
+            None => Err(refuse(
+                StatusCode::UNAUTHORIZED,
+                "that token is not one of this server's: check the token you send in Authorization: Bearer <token>",
+            )),
+        }
     }
 
     fn host_allowed(&self, host: &str) -> bool {
@@ -136,6 +147,23 @@ impl Guard {
         let host = host_of(rest);
         self.host_allowed(&host) || (!self.inner.any_host && host == request_host)
     }
+}
+
+/// The token of an `Authorization: Bearer <token>` header.
+fn bearer(value: &http::HeaderValue) -> Result<String, Refusal> {
+    let malformed = || {
+        refuse(
+            StatusCode::UNAUTHORIZED,
+            "the Authorization header must be `Bearer <token>`, in ASCII",
+        )
+    };
+    let value = value.to_str().map_err(|_| malformed())?;
+    let (scheme, token) = value.split_once(' ').ok_or_else(malformed)?;
+    let token = token.trim();
+    if !scheme.eq_ignore_ascii_case("bearer") || token.is_empty() {
+        return Err(malformed());
+    }
+    Ok(token.to_owned())
 }
 
 /// The web view's cookie, if the request carries it.
@@ -162,11 +190,8 @@ fn host_of(authority: &str) -> String {
     host.to_ascii_lowercase()
 }
 
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
 /// Why a request was turned away.
+#[derive(Debug)]
 struct Refusal {
     status: StatusCode,
     message: String,
@@ -195,7 +220,13 @@ impl Refusal {
 /// The axum middleware applying a [`Guard`] to every route.
 pub async fn enforce(State(guard): State<Guard>, request: Request<Body>, next: Next) -> Response {
     match guard.check(request.uri().path(), request.headers()) {
-        Ok(()) => next.run(request).await,
+        Ok(grant) => {
+            let mut request = request;
+            if let Some(grant) = grant {
+                request.extensions_mut().insert(grant);
+            }
+            next.run(request).await
+        }
         Err(refusal) => {
             tracing::warn!(status = %refusal.status, uri = %request.uri(), reason = %refusal.message, "refused an HTTP request");
             refusal.into_response()
@@ -208,10 +239,15 @@ mod tests {
     use super::*;
 
     fn guard(listen: &str, token: Option<&str>) -> Guard {
+        let specs = token.map(|secret| switchboard_toolset::TokenSpec {
+            name: "test".into(),
+            secret: secret.into(),
+            rules: switchboard_toolset::Rules::unrestricted(),
+        });
         Guard::new(
             listen.parse().unwrap(),
             &HttpConfig::default(),
-            token.map(String::from),
+            Arc::new(Tokens::new(specs.into_iter().collect())),
         )
     }
 
@@ -279,12 +315,29 @@ mod tests {
             g.check("/mcp", &wrong).unwrap_err().status,
             StatusCode::UNAUTHORIZED
         );
-        assert!(
-            g.check(
+        let granted = g
+            .check(
                 "/mcp",
-                &headers(&[host, ("authorization", "Bearer s3cret")])
+                &headers(&[host, ("authorization", "Bearer s3cret")]),
             )
-            .is_ok()
+            .unwrap();
+        assert_eq!(granted.unwrap().name(), "test");
+        for malformed in [
+            "s3cret",
+            "Basic czNjcmV0",
+            "Bearer ",
+            "Bearer s3 cret",
+            "Bearer\ts3cret",
+        ] {
+            let refused = g
+                .check("/mcp", &headers(&[host, ("authorization", malformed)]))
+                .unwrap_err();
+            assert_eq!(refused.status, StatusCode::UNAUTHORIZED, "{malformed}");
+        }
+        let long = format!("Bearer {}", "x".repeat(16_000));
+        assert!(
+            g.check("/mcp", &headers(&[host, ("authorization", &long)]))
+                .is_err()
         );
     }
 

@@ -23,7 +23,7 @@ use rmcp::transport::streamable_http_server::{
     StreamableHttpServerConfig, StreamableHttpService, session::never::NeverSessionManager,
 };
 use serde_json::Value;
-use switchboard_toolset::Caller;
+use switchboard_toolset::{Caller, Grant};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -96,7 +96,10 @@ async fn pre_route(State(server): State<McpServer>, request: Request, next: Next
     if direct_call_allowed(&parts.headers)
         && let Ok(call) = serde_json::from_slice::<DirectCall>(&bytes)
     {
-        let body = call.run(&server).await;
+        let body = match parts.extensions.get::<Arc<Grant>>() {
+            Some(grant) => call.run(&server.with_grant(grant.clone())).await,
+            None => call.run(&server).await,
+        };
         return (
             StatusCode::OK,
             [(header::CONTENT_TYPE, "application/json")],

@@ -88,6 +88,7 @@ impl RegistryHandler {
             human: is_terminal(peer),
             session: self.session(peer),
             progress: None,
+            grant: None,
         }
     }
 }
@@ -101,7 +102,7 @@ impl ToolHandler for RegistryHandler {
     fn tools(&self) -> Vec<Tool> {
         self.server
             .registry()
-            .tools()
+            .tools(None)
             .iter()
             .filter_map(|tool| {
                 let mut relayed: Tool = serde_json::to_value(tool)

@@ -6,6 +6,10 @@
 //! the stream. rmcp no longer ships this transport, so this module is a thin
 //! adapter: per stream it runs an ordinary rmcp server over a pair of
 //! channels, with POST bodies in and SSE events out.
+//!
+//! A session belongs to the token that opened it (when tokens are
+//! configured): its calls run under that token's grant, and a POST with
+//! another token is refused.
 
 use std::{
     collections::HashMap,
@@ -15,7 +19,7 @@ use std::{
 };
 
 use axum::{
-    Router,
+    Extension, Router,
     body::Bytes,
     extract::{Query, State},
     response::{
@@ -28,7 +32,7 @@ use futures::{StreamExt, stream};
 use http::StatusCode;
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
 use serde::Deserialize;
-use switchboard_toolset::{Caller, Session};
+use switchboard_toolset::{Caller, Grant, Session};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
@@ -36,7 +40,9 @@ use tokio_util::sync::CancellationToken;
 use super::{error_response as reply, serve_channels};
 use crate::mcp::McpServer;
 
-type Sessions = Arc<Mutex<HashMap<String, mpsc::Sender<ClientJsonRpcMessage>>>>;
+/// Each session's inbox, and the grant of the token that opened it.
+type Sessions =
+    Arc<Mutex<HashMap<String, (mpsc::Sender<ClientJsonRpcMessage>, Option<Arc<Grant>>)>>>;
 
 #[derive(Clone)]
 struct SseState {
@@ -79,7 +85,8 @@ impl Drop for SessionGuard {
     }
 }
 
-async fn connect(State(state): State<SseState>) -> Response {
+async fn connect(State(state): State<SseState>, grant: Option<Extension<Arc<Grant>>>) -> Response {
+    let grant = grant.map(|Extension(grant)| grant);
     let id = uuid::Uuid::new_v4().simple().to_string();
     let (in_tx, in_rx) = mpsc::channel::<ClientJsonRpcMessage>(64);
     let (out_tx, out_rx) = mpsc::channel::<ServerJsonRpcMessage>(64);
@@ -87,13 +94,15 @@ async fn connect(State(state): State<SseState>) -> Response {
         .sessions
         .lock()
         .expect("sse sessions lock")
-        .insert(id.clone(), in_tx);
+        .insert(id.clone(), (in_tx, grant.clone()));
     let session = state.shutdown.child_token();
     // One agent per stream: its identity is the name it first sends under.
     let client = Arc::new(Session::new(format!("sse {}", &id[..8])));
-    let server = state
-        .server
-        .for_caller(Caller::new(client.label()).in_session(client.clone()));
+    let server = state.server.for_caller(
+        Caller::new(client.label())
+            .in_session(client.clone())
+            .with_grant(grant),
+    );
     tokio::spawn(serve_channels(server, in_rx, out_tx, session.clone()));
     tracing::debug!(session = %id, "legacy SSE session opened");
     let guard = SessionGuard {
@@ -126,6 +135,7 @@ struct SessionQuery {
 async fn message(
     State(state): State<SseState>,
     Query(query): Query<SessionQuery>,
+    grant: Option<Extension<Arc<Grant>>>,
     body: Bytes,
 ) -> Response {
     let Some(id) = query.session_id else {
@@ -141,13 +151,31 @@ async fn message(
         .expect("sse sessions lock")
         .get(&id)
         .cloned();
-    let Some(sender) = sender else {
+    let Some((sender, owner)) = sender else {
         return reply(
             StatusCode::NOT_FOUND,
             -32600,
             "unknown session_id; open GET /sse for a new session",
         );
     };
+    let same_token = match (&owner, &grant) {
+        (None, None) => true,
+        (Some(owner), Some(Extension(grant))) => Arc::ptr_eq(owner, grant),
+        _ => false,
+    };
+    if !same_token {
+        tracing::warn!(
+            session = %id,
+            owner = owner.as_ref().map(|g| g.name()),
+            token = grant.as_ref().map(|Extension(g)| g.name()),
+            "refused a POST to a session opened with another token"
+        );
+        return reply(
+            StatusCode::FORBIDDEN,
+            -32600,
+            "this session was opened with another token; POST with the token you opened GET /sse with",
+        );
+    }
     let message: ClientJsonRpcMessage = match serde_json::from_slice(&body) {
         Ok(message) => message,
         Err(e) if e.is_syntax() || e.is_eof() => {

@@ -153,6 +153,14 @@ pub async fn http_client(url: &str, version: ProtocolVersion) -> Client {
     connect(transport, version).await
 }
 
+/// [`http_client`] presenting `token` as its bearer token.
+pub async fn http_client_as(url: &str, token: &str) -> Client {
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    let config = StreamableHttpClientTransportConfig::with_uri(url.to_owned()).auth_header(token);
+    let transport = StreamableHttpClientTransport::from_config(config);
+    connect(transport, ProtocolVersion::V_2025_11_25).await
+}
+
 /// An rmcp client that spawns `switchboard serve --stdio` with `args`.
 pub async fn stdio_client(args: &[&str], version: ProtocolVersion) -> Client {
     stdio_client_with(args, &[], version).await
@@ -265,8 +273,24 @@ pub struct SseClient {
 impl SseClient {
     /// Opens `GET /sse` on `base` and reads the `endpoint` event.
     pub async fn open(base: &str) -> Self {
+        Self::open_as(base, None).await
+    }
+
+    /// [`SseClient::open`], sending `Authorization: Bearer <token>` with
+    /// every request when given.
+    pub async fn open_as(base: &str, token: Option<&str>) -> Self {
         use futures::StreamExt;
-        let http = reqwest::Client::new();
+        let mut headers = reqwest::header::HeaderMap::new();
+        if let Some(token) = token {
+            headers.insert(
+                reqwest::header::AUTHORIZATION,
+                format!("Bearer {token}").parse().unwrap(),
+            );
+        }
+        let http = reqwest::Client::builder()
+            .default_headers(headers)
+            .build()
+            .unwrap();
         let response = http
             .get(format!("{base}/sse"))
             .header("accept", "text/event-stream")

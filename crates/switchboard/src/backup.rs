@@ -1,0 +1,48 @@
+//! `switchboard backup PATH`: copies the history database that `serve`
+//! would open (same `--config`, `--profile`, `--data-dir` and environment)
+//! into PATH, while the daemon keeps running; the copy itself is
+//! [`switchboard_chat::history::backup_file`].
+
+use switchboard_chat::history::backup_file;
+
+use crate::{
+    cli::{BackupArgs, ServeArgs},
+    config::{Config, ConfigError},
+};
+
+pub fn run(args: &BackupArgs, env: &dyn Fn(&str) -> Option<String>) -> anyhow::Result<()> {
+    let serve = ServeArgs {
+        config: args.config.clone(),
+        profile: args.profile.clone(),
+        data_dir: args.data_dir.clone(),
+        // As `serve --stdio` sees it: HTTP and the relay socket are off, so
+        // their checks (a token for a public address) do not stop a backup
+        // run from a shell without the daemon's secrets.
+        stdio: true,
+        ..ServeArgs::default()
+    };
+    let config = Config::load(&serve, env)?;
+    if !config.chat.enabled {
+        return Err(ConfigError::Invalid {
+            key: "chat.enabled".into(),
+            problem: "chat is off in this configuration, so there is no history to back up".into(),
+        }
+        .into());
+    }
+    let Some(from) = config.history_path(env) else {
+        return Err(ConfigError::Invalid {
+            key: "ephemeral".into(),
+            problem: "this configuration keeps the history in memory only; there is no database to back up".into(),
+        }
+        .into());
+    };
+    let done = backup_file(&from, &args.path, args.force)?;
+    println!(
+        "backed up {} ({} messages, {} bytes) to {}",
+        from.display(),
+        done.messages,
+        done.bytes,
+        args.path.display()
+    );
+    Ok(())
+}

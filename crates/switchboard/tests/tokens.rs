@@ -1,0 +1,538 @@
+//! Per-agent tokens end to end: `[[http.tokens]]` on the real daemon, with
+//! rmcp's client over Streamable HTTP, a legacy SSE client, the web view's
+//! API and raw HTTP for the bad input; SIGHUP reloading them in place.
+
+mod common;
+
+use std::{path::Path, time::Duration};
+
+use common::*;
+use reqwest::{StatusCode, header};
+use serde_json::{Value, json};
+
+const ALICE: &str = "alice-secret-0123456789";
+const BOB: &str = "bob-secret-0123456789ab";
+const ADMIN: &str = "admin-secret-0123456789";
+
+/// A config of `tokens` (TOML) with the secrets in files beside it, and a
+/// catalog toolset besides chat.
+fn config(dir: &Path, tokens: &str) -> std::path::PathBuf {
+    for (name, secret) in [
+        ("alice", ALICE),
+        ("bob", BOB),
+        ("carol", "carol-secret-0123456789"),
+    ] {
+        std::fs::write(dir.join(format!("{name}.token")), format!("{secret}\n")).unwrap();
+    }
+    let path = dir.join("switchboard.toml");
+    std::fs::write(
+        &path,
+        format!(
+            r##"
+[[catalog]]
+tool = "list_things"
+title = "Things"
+description = "The things."
+heading = "# Things"
+
+[[catalog.entries]]
+name = "thing"
+summary = "A thing."
+install = "get thing"
+
+{tokens}"##
+        ),
+    )
+    .unwrap();
+    path
+}
+
+const TOKENS: &str = r##"
+[[http.tokens]]
+name = "alice"
+secret_file = "alice.token"
+channels = ["#team-*"]
+tools = ["chat"]
+sends_per_minute = 3
+
+[[http.tokens]]
+name = "bob"
+secret_file = "bob.token"
+nicks = ["bob", "bob-*"]
+"##;
+
+async fn start(dir: &Path, tokens: &str) -> Server {
+    let config = config(dir, tokens);
+    Server::start_with(
+        &["--ephemeral", "--config", config.to_str().unwrap()],
+        &[("SWITCHBOARD_HTTP_TOKEN", ADMIN)],
+    )
+    .await
+}
+
+fn tool_names(tools: &[rmcp::model::Tool]) -> Vec<String> {
+    tools.iter().map(|t| t.name.to_string()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_speaks_as_its_nicks_in_its_channels_with_its_tools() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), TOKENS).await;
+    let url = server.url("/mcp");
+    let alice = http_client_as(&url, ALICE).await;
+    let bob = http_client_as(&url, BOB).await;
+    let admin = http_client_as(&url, ADMIN).await;
+
+    // Tools: alice has chat only; bob and the admin token have all.
+    let listed = tool_names(&alice.list_all_tools().await.unwrap());
+    assert!(listed.contains(&"send_message".into()), "{listed:?}");
+    assert!(!listed.contains(&"list_things".into()), "{listed:?}");
+    assert!(tool_names(&bob.list_all_tools().await.unwrap()).contains(&"list_things".into()));
+    let refused = call(&alice, "list_things", json!({})).await;
+    assert!(is_error(&refused));
+    assert!(
+        text(&refused).contains("the token \"alice\" may not use the catalog tools"),
+        "{}",
+        text(&refused)
+    );
+    assert!(!is_error(&call(&bob, "list_things", json!({})).await));
+
+    // Nicks: alice speaks as alice without saying so, and as nobody else.
+    let sent = call(
+        &alice,
+        "send_message",
+        json!({"channel": "#team-a", "text": "hello"}),
+    )
+    .await;
+    assert_eq!(text(&sent), "Sent to #team-a as alice");
+    let forged = call(
+        &alice,
+        "send_message",
+        json!({"channel": "#team-a", "text": "I am bob", "sender": "bob"}),
+    )
+    .await;
+    assert!(is_error(&forged));
+    assert!(
+        text(&forged).contains("may act only as alice, not as bob"),
+        "{}",
+        text(&forged)
+    );
+    assert!(is_error(
+        &call(&alice, "read_messages", json!({"nick": "bob"})).await
+    ));
+    // Bob's globs let him speak as bob-ci, not as alice.
+    let as_ci = call(
+        &bob,
+        "send_message",
+        json!({"channel": "#team-a", "text": "ci green", "sender": "bob-ci"}),
+    )
+    .await;
+    assert!(!is_error(&as_ci), "{}", text(&as_ci));
+    assert!(is_error(
+        &call(
+            &bob,
+            "send_message",
+            json!({"channel": "#team-a", "text": "x", "sender": "alice"})
+        )
+        .await
+    ));
+
+    // Channels: alice's are #team-*; the others do not exist for her.
+    send(&admin, "#ops", "root", "secret plans").await;
+    for (tool, args) in [
+        ("send_message", json!({"channel": "#ops", "text": "hi"})),
+        ("read_messages", json!({"channel": "#ops"})),
+        ("get_members", json!({"channel": "#ops"})),
+        ("create_channel", json!({"name": "#elsewhere"})),
+        (
+            "search_messages",
+            json!({"query": "plans", "channel": "#ops"}),
+        ),
+        (
+            "wait_for_messages",
+            json!({"channel": "#ops", "timeout_s": 0}),
+        ),
+    ] {
+        let result = call(&alice, tool, args).await;
+        assert!(is_error(&result), "{tool}: {}", text(&result));
+        assert!(
+            text(&result).contains("may not use #"),
+            "{tool}: {}",
+            text(&result)
+        );
+    }
+    let listed = call(&alice, "list_channels", json!({})).await;
+    assert_eq!(
+        listed.structured_content.unwrap()["channels"],
+        json!(["#team-a"])
+    );
+    let found = call(&alice, "search_messages", json!({"query": "plans"})).await;
+    assert_eq!(found.structured_content.unwrap()["messages"], json!([]));
+    // Nothing the refusals touched exists or changed.
+    let all = call(&admin, "list_channels", json!({})).await;
+    assert_eq!(
+        all.structured_content.unwrap()["channels"],
+        json!(["#ops", "#team-a"])
+    );
+    let ops = call(&admin, "read_messages", json!({"channel": "#ops"})).await;
+    assert_eq!(texts(&ops), ["secret plans"]);
+
+    // Sends a minute: refusals cost nothing, so alice has two more sends.
+    for more in ["two", "three"] {
+        let sent = call(
+            &alice,
+            "send_message",
+            json!({"channel": "#team-a", "text": more}),
+        )
+        .await;
+        assert!(!is_error(&sent), "{}", text(&sent));
+    }
+    let over = call(
+        &alice,
+        "send_message",
+        json!({"channel": "#team-a", "text": "four"}),
+    )
+    .await;
+    assert!(is_error(&over));
+    assert!(
+        text(&over).contains("may send 3 messages a minute"),
+        "{}",
+        text(&over)
+    );
+    let retry = over.structured_content.unwrap()["retry_after"]
+        .as_u64()
+        .unwrap();
+    assert!((1..=60).contains(&retry), "{retry}");
+    let team = call(&admin, "read_messages", json!({"channel": "#team-a"})).await;
+    assert_eq!(texts(&team), ["three", "two", "ci green", "hello"]);
+    // Everyone else keeps going.
+    assert!(!is_error(
+        &call(
+            &bob,
+            "send_message",
+            json!({"channel": "#team-a", "text": "still here"})
+        )
+        .await
+    ));
+
+    let log = server.log();
+    assert!(
+        log.contains("token=\"alice\"") || log.contains("token=alice"),
+        "{log}"
+    );
+    for secret in [ALICE, BOB, ADMIN] {
+        assert!(!log.contains(secret), "a secret reached the log");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wrong_missing_and_malformed_tokens_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), TOKENS).await;
+    let http = reqwest::Client::new();
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).to_string();
+    let long = format!("Bearer {}", "x".repeat(8000));
+    for authorization in [
+        None,
+        Some("Bearer wrong-secret-0123456789"),
+        Some("Bearer "),
+        Some("Bearer"),
+        Some(ALICE),
+        Some("Basic YWxpY2U6c2VjcmV0"),
+        Some(long.as_str()),
+    ] {
+        let mut request = http
+            .post(server.url("/mcp"))
+            .header(header::CONTENT_TYPE, "application/json")
+            .header(header::ACCEPT, "application/json, text/event-stream")
+            .body(list.clone());
+        if let Some(value) = authorization {
+            request = request.header(header::AUTHORIZATION, value);
+        }
+        let response = request.send().await.unwrap();
+        assert_eq!(
+            response.status(),
+            StatusCode::UNAUTHORIZED,
+            "{authorization:.40?}"
+        );
+        assert_eq!(response.headers()[header::WWW_AUTHENTICATE], "Bearer");
+        let body: Value = response.json().await.unwrap();
+        assert!(
+            body["error"]["message"].as_str().unwrap().contains("token"),
+            "{body}"
+        );
+    }
+    // The right one, in any case of the scheme, passes.
+    let response = http
+        .post(server.url("/mcp"))
+        .header(header::CONTENT_TYPE, "application/json")
+        .header(header::ACCEPT, "application/json, text/event-stream")
+        .header(header::AUTHORIZATION, format!("bearer {ALICE}"))
+        .header("mcp-protocol-version", "2025-06-18")
+        .body(list)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_sse_session_belongs_to_the_token_that_opened_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), TOKENS).await;
+    let mut sse = SseClient::open_as(&server.url(""), Some(ALICE)).await;
+    sse.initialize().await;
+    let reply = sse
+        .call(
+            "send_message",
+            json!({"channel": "#team-b", "text": "over sse"}),
+        )
+        .await;
+    assert_eq!(result_text(&reply["result"]), "Sent to #team-b as alice");
+    let reply = sse
+        .call("send_message", json!({"channel": "#ops", "text": "no"}))
+        .await;
+    assert_eq!(reply["result"]["isError"], true, "{reply}");
+    let hijack = reqwest::Client::new()
+        .post(&sse.endpoint)
+        .header(header::AUTHORIZATION, format!("Bearer {BOB}"))
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(json!({"jsonrpc": "2.0", "id": 9, "method": "tools/list"}).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(hijack.status(), StatusCode::FORBIDDEN);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_web_view_follows_the_token_of_its_cookie() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), TOKENS).await;
+    let admin = http_client_as(&server.url("/mcp"), ADMIN).await;
+    send(&admin, "#ops", "root", "not for alice").await;
+    send(&admin, "#team-x", "root", "for alice").await;
+    let base = server.url("");
+    let http = reqwest::Client::new();
+    let login = http
+        .post(server.url("/api/login"))
+        .header(header::ORIGIN, &base)
+        .json(&json!({"token": ALICE}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(login.status(), StatusCode::NO_CONTENT);
+    let cookie = login.headers()[header::SET_COOKIE]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_owned();
+    let get = |path: &str| {
+        http.get(server.url(path))
+            .header(header::COOKIE, &cookie)
+            .send()
+    };
+    let session: Value = get("/api/session").await.unwrap().json().await.unwrap();
+    assert_eq!(session["nick"], "alice");
+    let channels: Value = get("/api/channels?viewer=alice")
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let names: Vec<&str> = channels["channels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["channel"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["#team-x"]);
+    assert_eq!(
+        get("/api/messages?channel=%23ops").await.unwrap().status(),
+        StatusCode::FORBIDDEN
+    );
+    let post = |body: Value| {
+        http.post(server.url("/api/send"))
+            .header(header::COOKIE, &cookie)
+            .header(header::ORIGIN, &base)
+            .json(&body)
+            .send()
+    };
+    let forged = post(json!({"channel": "#team-x", "text": "hi", "nick": "bob"}))
+        .await
+        .unwrap();
+    assert_eq!(forged.status(), StatusCode::FORBIDDEN);
+    let sent = post(json!({"channel": "#team-x", "text": "hi", "nick": "alice"}))
+        .await
+        .unwrap();
+    assert_eq!(sent.status(), StatusCode::OK);
+    let team = call(&admin, "read_messages", json!({"channel": "#team-x"})).await;
+    assert_eq!(texts(&team), ["hi", "for alice"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_reloads_the_tokens_in_place_and_refuses_a_broken_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), TOKENS).await;
+    let url = server.url("/mcp");
+    let alice = http_client_as(&url, ALICE).await;
+    let mut sse = SseClient::open_as(&server.url(""), Some(BOB)).await;
+    sse.initialize().await;
+    let sent = call(
+        &alice,
+        "send_message",
+        json!({"channel": "#team-a", "text": "before"}),
+    )
+    .await;
+    assert!(!is_error(&sent));
+
+    // Alice moves to #ops only; bob is gone; carol arrives.
+    config(
+        dir.path(),
+        r##"
+[[http.tokens]]
+name = "alice"
+secret_file = "alice.token"
+channels = ["#ops"]
+
+[[http.tokens]]
+name = "carol"
+secret_file = "carol.token"
+"##,
+    );
+    server.signal(libc::SIGHUP);
+    wait_for_log(&server, "reloaded the HTTP tokens").await;
+    // The same client, no reconnection: the new rules hold at once.
+    let moved = call(
+        &alice,
+        "send_message",
+        json!({"channel": "#team-a", "text": "after"}),
+    )
+    .await;
+    assert!(is_error(&moved), "{}", text(&moved));
+    assert!(!is_error(
+        &call(
+            &alice,
+            "send_message",
+            json!({"channel": "#ops", "text": "now here"})
+        )
+        .await
+    ));
+    let carol = http_client_as(&url, "carol-secret-0123456789").await;
+    assert!(!is_error(&call(&carol, "list_channels", json!({})).await));
+    // Bob's SSE stream is still open, but his token no longer opens anything.
+    let status = reqwest::Client::new()
+        .post(&sse.endpoint)
+        .header(header::AUTHORIZATION, format!("Bearer {BOB}"))
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(json!({"jsonrpc": "2.0", "id": 5, "method": "tools/list"}).to_string())
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+
+    // A broken config is refused, naming the key; the running tokens stay.
+    std::fs::write(
+        dir.path().join("switchboard.toml"),
+        "[[http.tokens]]\nname = \"dave\"\nsecret_env = \"NOT_SET_ANYWHERE\"\n",
+    )
+    .unwrap();
+    server.signal(libc::SIGHUP);
+    wait_for_log(&server, "http.tokens[0].secret_env").await;
+    assert!(!is_error(
+        &call(
+            &alice,
+            "send_message",
+            json!({"channel": "#ops", "text": "still"})
+        )
+        .await
+    ));
+    assert!(!is_error(&call(&carol, "list_channels", json!({})).await));
+    server.signal(libc::SIGTERM);
+    assert!(server.exit(Duration::from_secs(15)).await.success());
+}
+
+async fn wait_for_log(server: &Server, needle: &str) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !server.log().contains(needle) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{needle:?} not logged:\n{}",
+            server.log()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_token_configs_stop_the_daemon_naming_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    for (tokens, key) in [
+        (
+            "[[http.tokens]]\nname = \"a\"\nsecret_env = \"NOT_SET_ANYWHERE\"\n",
+            "http.tokens[0].secret_env",
+        ),
+        (
+            "[[http.tokens]]\nname = \"a\"\n",
+            "http.tokens[0]: the token \"a\" needs exactly one of secret_env and secret_file",
+        ),
+        (
+            "[[http.tokens]]\nname = \"a\"\nsecret_file = \"alice.token\"\nsecret_env = \"X\"\n",
+            "exactly one",
+        ),
+        (
+            "[[http.tokens]]\nname = \"a\"\nsecret_file = \"short.token\"\n",
+            "http.tokens[0].secret_file: the secret of \"a\" is shorter than 16",
+        ),
+        (
+            "[[http.tokens]]\nname = \"a\"\nsecret_file = \"alice.token\"\n[[http.tokens]]\nname = \"a\"\nsecret_file = \"bob.token\"\n",
+            "http.tokens[1].name",
+        ),
+        (
+            "[[http.tokens]]\nname = \"a\"\nsecret_file = \"alice.token\"\n[[http.tokens]]\nname = \"b\"\nsecret_file = \"alice.token\"\n",
+            "same secret",
+        ),
+        (
+            "[[http.tokens]]\nname = \"a\"\nsecret_file = \"alice.token\"\ntools = [\"chat\", \"email\"]\n",
+            "http.tokens[0].tools",
+        ),
+        (
+            "[[http.tokens]]\nname = \"a\"\nsecret_file = \"alice.token\"\nchannels = [\"ops\"]\n",
+            "http.tokens[0].channels",
+        ),
+        (
+            "[[http.tokens]]\nname = \"a\"\nsecret_file = \"alice.token\"\nnicks = [\"bad nick\"]\n",
+            "http.tokens[0].nicks",
+        ),
+        (
+            "[[http.tokens]]\nname = \"a\"\nsecret_file = \"alice.token\"\nsends_per_minute = 0\n",
+            "http.tokens[0].sends_per_minute",
+        ),
+        (
+            "[[http.tokens]]\nname = \"a\"\nsecret = \"inline\"\n",
+            "unknown field `secret`",
+        ),
+    ] {
+        std::fs::write(dir.path().join("short.token"), "tooshort").unwrap();
+        let path = config(dir.path(), tokens);
+        let output = command(&[
+            "--no-http",
+            "--no-socket",
+            "--stdio",
+            "--config",
+            path.to_str().unwrap(),
+        ])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{tokens}\n{stderr}");
+        assert!(
+            stderr.contains(key),
+            "{tokens}\nwanted {key:?} in:\n{stderr}"
+        );
+    }
+}
