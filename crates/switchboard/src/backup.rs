@@ -15,13 +15,11 @@ pub fn run(args: &BackupArgs, env: &dyn Fn(&str) -> Option<String>) -> anyhow::R
         config: args.config.clone(),
         profile: args.profile.clone(),
         data_dir: args.data_dir.clone(),
-        // As `serve --stdio` sees it: HTTP and the relay socket are off, so
-        // their checks (a token for a public address) do not stop a backup
-        // run from a shell without the daemon's secrets.
-        stdio: true,
         ..ServeArgs::default()
     };
-    let config = Config::load(&serve, env)?;
+    // Layered, not validated: a backup run from a shell needs to know where
+    // the history is, not the daemon's token or IRC secrets.
+    let config = Config::layered(&serve, env)?;
     if !config.chat.enabled {
         return Err(ConfigError::Invalid {
             key: "chat.enabled".into(),

@@ -472,6 +472,18 @@ impl Config {
         args: &ServeArgs,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Self, ConfigError> {
+        let config = Self::layered(args, env)?;
+        config.validate(env)?;
+        Ok(config)
+    }
+
+    /// Every layer, unchecked beyond parsing: for commands that only need to
+    /// know where things are (`switchboard backup` needs the data dir, not
+    /// the daemon's secrets).
+    pub fn layered(
+        args: &ServeArgs,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Self, ConfigError> {
         let file = args
             .config
             .clone()
@@ -491,7 +503,6 @@ impl Config {
         };
         config.apply_env(env)?;
         config.apply_flags(args);
-        config.validate(env)?;
         Ok(config)
     }
 

@@ -252,11 +252,22 @@ async fn no_history_database_is_refused() {
 
 #[tokio::test]
 async fn an_existing_path_is_kept_unless_forced() {
-    // The data dir as `serve` finds it: here through a config file.
+    // The data dir as `serve` finds it: here through a config file, whose
+    // secrets (a token's, which a public address needs) are the daemon's
+    // business, not the backup's.
     let data = tempfile::tempdir().unwrap();
     history(data.path(), 3).await;
     let config = data.path().join("switchboard.toml");
-    std::fs::write(&config, format!("data_dir = {:?}\n", data.path())).unwrap();
+    std::fs::write(
+        &config,
+        format!(
+            "data_dir = {:?}\n\
+             [http]\nlisten = \"0.0.0.0:8090\"\n\
+             [[http.tokens]]\nname = \"alice\"\nsecret_env = \"SWITCHBOARD_TEST_UNSET_SECRET\"\n",
+            data.path()
+        ),
+    )
+    .unwrap();
     let copy = data.path().join("copy.db");
     std::fs::write(&copy, "precious").unwrap();
     let args = ["--config", config.to_str().unwrap(), copy.to_str().unwrap()];

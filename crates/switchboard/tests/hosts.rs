@@ -9,6 +9,7 @@
 //! - each daemon's observer records every line of the channels it is in,
 //!   from whichever server: every host holds the whole conversation;
 //! - mentions from the other host reach this host's inbox and wake it;
+//! - a nick held on one host cannot be used from another;
 //! - an agent joins a channel of `chat.irc.channels` (its observer is in
 //!   it) before anyone has spoken there;
 //! - during a netsplit each side works on its own; after the link is back
@@ -477,6 +478,39 @@ async fn a_mention_from_another_host_reaches_the_inbox_and_wakes_the_agent() {
     );
 
     dana.close().await;
+    tokio::join!(a.stop(), b.stop());
+}
+
+/// A nick is one agent on the whole network: while bob on host b holds it,
+/// host a cannot speak as bob, and nothing is said in his name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nick_held_on_one_host_is_refused_on_the_other() {
+    let network = IrcNetwork::start(ServerOptions::default()).await;
+    let (a, b) = two_hosts(&network).await;
+    let held = "bob holds his nick from host b";
+    b.send("bob", held).await;
+    both_record(&a, &b, held).await;
+
+    let impostor = a
+        .call(
+            "send_message",
+            json!({"channel": CHANNEL, "text": "bob from host a", "sender": "bob"}),
+        )
+        .await;
+    assert!(is_error(&impostor), "{}", text(&impostor));
+    assert!(
+        text(&impostor).contains("bob is already in use"),
+        "{}\n{}",
+        text(&impostor),
+        a.log()
+    );
+    // bob on host b is unaffected.
+    let again = "bob still speaks from host b";
+    b.send("bob", again).await;
+    both_record(&a, &b, again).await;
+    for host in [&a, &b] {
+        assert_eq!(texts_of(&host.history().await), [held, again]);
+    }
     tokio::join!(a.stop(), b.stop());
 }
 
