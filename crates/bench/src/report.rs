@@ -31,6 +31,7 @@ pub fn micros(samples: &[Duration]) -> Vec<f64> {
 pub enum Unit {
     Millis,
     Micros,
+    Nanos,
     CallsPerSec,
     MessagesPerSec,
     Kibibytes,
@@ -43,6 +44,7 @@ impl Unit {
         match self {
             Unit::Millis => format!("{value:.2} ms"),
             Unit::Micros => format!("{value:.0} µs"),
+            Unit::Nanos => format!("{value:.0} ns"),
             Unit::CallsPerSec => format!("{} calls/s", thousands(value)),
             Unit::MessagesPerSec => format!("{} messages/s", thousands(value)),
             Unit::Kibibytes => format!("{value:.1} KiB"),

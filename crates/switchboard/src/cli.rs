@@ -36,6 +36,8 @@ pub enum Command {
     Completions(CompletionsArgs),
     /// Print a manual page (roff), or write them all into a directory.
     Man(ManArgs),
+    /// Make per-agent HTTP tokens ([[http.tokens]]).
+    Token(TokenArgs),
 }
 
 #[derive(Debug, Args)]
@@ -170,4 +172,26 @@ pub struct ServeArgs {
     /// Do not serve the web view at / (http.web = false).
     #[arg(long)]
     pub no_web: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct TokenArgs {
+    #[command(subcommand)]
+    pub command: TokenCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Make a fresh random token for NAME and print the config lines for it.
+    New(TokenNewArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct TokenNewArgs {
+    /// Who the token is for (an agent or a person); by default also the nick it speaks as.
+    #[arg(value_parser = crate::token::parse_name)]
+    pub name: String,
+    /// Write the secret to FILE (created, readable by its owner only) instead of printing it.
+    #[arg(long, value_name = "FILE")]
+    pub file: Option<PathBuf>,
 }

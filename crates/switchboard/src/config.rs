@@ -346,6 +346,13 @@ pub enum ConfigError {
     Profile { name: String, problem: String },
 }
 
+/// Whether `name` may name a token: 1 to 64 characters, no spaces.
+pub fn is_token_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && !name.chars().any(|c| c.is_control() || c.is_whitespace())
+}
+
 /// Reads one `[[http.tokens]]` entry's secret and checks its rules; errors
 /// name `key`'s fields.
 fn token_spec(
@@ -355,10 +362,7 @@ fn token_spec(
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<TokenSpec, ConfigError> {
     let name = token.name.trim();
-    if name.is_empty()
-        || name.len() > 64
-        || name.chars().any(|c| c.is_control() || c.is_whitespace())
-    {
+    if !is_token_name(name) {
         return Err(invalid(
             format!("{key}.name"),
             format!(

@@ -12,6 +12,7 @@
 //!   while the daemon runs.
 //! - [`packaging`] — `switchboard completions` and `man`, generated from the
 //!   CLI definitions.
+//! - [`token`] — `switchboard token new`: a fresh secret for `[[http.tokens]]`.
 //!
 //! Exit status: 0 after a clean shutdown, 2 for bad configuration or usage,
 //! 1 for a failure at run time.
@@ -25,6 +26,7 @@ mod packaging;
 mod profiles;
 mod serve;
 mod terminal;
+mod token;
 mod transport;
 
 use std::process::ExitCode;
@@ -144,6 +146,9 @@ fn main() -> ExitCode {
             args.nick,
         )),
         Command::Backup(args) => backup::run(&args, &env),
+        Command::Token(args) => match &args.command {
+            cli::TokenCommand::New(new) => token::new(new),
+        },
         Command::Completions(args) => packaging::completions(args.shell),
         Command::Man(args) => match &args.out {
             Some(dir) => packaging::write_pages(dir),

@@ -239,7 +239,7 @@ impl Host {
 }
 
 /// One stored message, as `read_messages` returns it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 struct Recorded {
     id: i64,
     nick: String,
@@ -663,11 +663,13 @@ async fn a_host_restarted_while_the_other_talks_records_again_without_duplicates
             "{message:?} is gone: {history:#?}"
         );
     }
-    assert_eq!(
-        texts_of(&history),
-        [&live[..], &away, &[after_line]].concat(),
-        "in the order recorded"
-    );
+    // Each line once; where the replayed ones sort is another test's
+    // business (irc_order.rs).
+    let mut stored = texts_of(&history);
+    stored.sort_unstable();
+    let mut expected = [&live[..], &away, &[after_line]].concat();
+    expected.sort_unstable();
+    assert_eq!(stored, expected, "{history:#?}");
     carol.quit().await;
     tokio::join!(a.stop(), b.stop());
 }

@@ -536,3 +536,60 @@ async fn bad_token_configs_stop_the_daemon_naming_the_key() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn token_new_prints_lines_the_daemon_takes_as_they_are() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("ci-bot.token");
+    let run = |args: &[&str]| {
+        std::process::Command::new(BIN)
+            .arg("token")
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let output = run(&["new", "ci-bot", "--file", file.to_str().unwrap()]);
+    assert!(output.status.success(), "{output:?}");
+    let printed = String::from_utf8(output.stdout).unwrap();
+    let lines = &printed[printed.find("[[http.tokens]]").expect("config lines")..];
+    let secret = std::fs::read_to_string(&file).unwrap();
+    let secret = secret.trim();
+    assert!(!printed.contains(secret), "the secret was printed");
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&file).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+
+    let config = dir.path().join("switchboard.toml");
+    std::fs::write(&config, lines).unwrap();
+    let server = Server::start(&["--ephemeral", "--config", config.to_str().unwrap()]).await;
+    let bot = http_client_as(&server.url("/mcp"), secret).await;
+    let sent = call(
+        &bot,
+        "send_message",
+        json!({"channel": "#ci", "text": "build green"}),
+    )
+    .await;
+    assert_eq!(text(&sent), "Sent to #ci as ci-bot");
+
+    // Printed instead of written, the secret is the daemon's too.
+    let output = run(&["new", "alice"]);
+    let printed = String::from_utf8(output.stdout).unwrap();
+    assert!(
+        printed.contains("secret_env = \"SWITCHBOARD_TOKEN_ALICE\""),
+        "{printed}"
+    );
+    let shown = printed
+        .split_whitespace()
+        .find(|w| w.starts_with("sbt_"))
+        .expect("the secret is shown");
+    assert_eq!(shown.len(), 68);
+
+    // Bad input: a name with a space, a file that exists.
+    assert_eq!(run(&["new", "ci bot"]).status.code(), Some(2));
+    let again = run(&["new", "ci-bot", "--file", file.to_str().unwrap()]);
+    assert_eq!(again.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("must not exist yet"));
+    assert_eq!(std::fs::read_to_string(&file).unwrap().trim(), secret);
+}
