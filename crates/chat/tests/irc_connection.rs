@@ -280,6 +280,26 @@ async fn a_taken_nick_fails_a_sender_for_good() {
     assert!(error.to_string().contains("alice is already in use"));
 }
 
+#[tokio::test]
+async fn a_nick_the_server_changes_is_the_nick_the_connection_reports() {
+    let (listener, port) = listener().await;
+    let conn = Connection::spawn(
+        endpoint(port, Duration::from_secs(5)),
+        identity("obs", None, true),
+        None,
+    );
+    let mut peer = Peer::accept(&listener).await;
+    peer.welcome("obs").await;
+    conn.ready().await.unwrap();
+    // A collision after a netsplit: the server renames us to our UID.
+    peer.send(b":obs!u@h NICK :0AAAAAAAB\r\n").await;
+    let status = wait_status(&conn, |s| {
+        matches!(s, Status::Registered { nick } if nick == "0AAAAAAAB")
+    })
+    .await;
+    assert_eq!(status, Status::Registered { nick: "0AAAAAAAB".into() });
+}
+
 /// A server that offers `draft/chathistory` with `limit` messages a page:
 /// registers the observer `obs` and answers its JOIN of `#ops`.
 async fn history_server_session(listener: &TcpListener, limit: usize) -> Peer {

@@ -232,10 +232,16 @@ async fn join_known_channels(inner: Arc<Inner>) {
     for name in names {
         match rules.channel(&name) {
             Ok(channel) => {
-                let observer = inner.observer.clone();
+                let inner = inner.clone();
                 tokio::spawn(async move {
-                    if let Err(e) = observer.join(&channel).await {
+                    if let Err(e) = inner.observer.join(&channel).await {
                         tracing::warn!(channel = %channel, error = %e, "the observer cannot join");
+                        return;
+                    }
+                    // A configured channel nobody has spoken in yet is a
+                    // channel all the same: agents may join it.
+                    if let Err(e) = inner.history.ensure_channel(&channel).await {
+                        tracing::warn!(channel = %channel, error = %e, "cannot record the channel");
                     }
                 });
             }

@@ -659,7 +659,12 @@ impl Actor {
                     s.request_join(channel);
                 }
             }
-            Command::NICK(new) if from_self => s.nick = new.clone(),
+            Command::NICK(new) if from_self => {
+                // The server may rename us (a collision after a netsplit):
+                // whoever asks who this connection is must hear the new nick.
+                s.nick = new.clone();
+                self.status.send_replace(Status::Registered { nick: new.clone() });
+            }
             Command::Response(Response::RPL_ISUPPORT, params) if params.len() > 2 => {
                 s.info
                     .apply(params[1..params.len() - 1].iter().map(String::as_str));
