@@ -293,11 +293,17 @@ async fn a_nick_the_server_changes_is_the_nick_the_connection_reports() {
     conn.ready().await.unwrap();
     // A collision after a netsplit: the server renames us to our UID.
     peer.send(b":obs!u@h NICK :0AAAAAAAB\r\n").await;
-    let status = wait_status(&conn, |s| {
-        matches!(s, Status::Registered { nick } if nick == "0AAAAAAAB")
-    })
+    let status = wait_status(
+        &conn,
+        |s| matches!(s, Status::Registered { nick } if nick == "0AAAAAAAB"),
+    )
     .await;
-    assert_eq!(status, Status::Registered { nick: "0AAAAAAAB".into() });
+    assert_eq!(
+        status,
+        Status::Registered {
+            nick: "0AAAAAAAB".into()
+        }
+    );
 }
 
 /// A server that offers `draft/chathistory` with `limit` messages a page:

@@ -663,7 +663,8 @@ impl Actor {
                 // The server may rename us (a collision after a netsplit):
                 // whoever asks who this connection is must hear the new nick.
                 s.nick = new.clone();
-                self.status.send_replace(Status::Registered { nick: new.clone() });
+                self.status
+                    .send_replace(Status::Registered { nick: new.clone() });
             }
             Command::Response(Response::RPL_ISUPPORT, params) if params.len() > 2 => {
                 s.info
