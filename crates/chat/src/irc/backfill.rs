@@ -88,7 +88,7 @@ impl Backfill {
         channel: &Channel,
         last_stored: DateTime<Utc>,
         limit: usize,
-    ) -> Option<String> {
+    ) -> Option<wire::WireLine> {
         let from = Anchor::Time(last_stored - TimeDelta::milliseconds(1));
         let line = request_line(channel, &from, limit)?;
         self.requests.insert(
@@ -113,7 +113,7 @@ impl Backfill {
 
     /// Follows what the server says; returns the command for the next page
     /// when a full page has just ended.
-    pub fn on_message(&mut self, message: &Message, map: CaseMapping) -> Option<String> {
+    pub fn on_message(&mut self, message: &Message, map: CaseMapping) -> Option<wire::WireLine> {
         match &message.command {
             Command::BATCH(reference, kind, params) => {
                 if let Some(id) = reference.strip_prefix('+') {
@@ -173,7 +173,7 @@ impl Backfill {
     }
 
     /// A batch for `key` ended: ask for the next page if this one was full.
-    fn page_done(&mut self, key: &str) -> Option<String> {
+    fn page_done(&mut self, key: &str) -> Option<wire::WireLine> {
         let request = self.requests.get_mut(key)?;
         request.stored += request.in_page;
         let full = request.in_page >= request.limit;
@@ -197,8 +197,8 @@ impl Backfill {
     }
 }
 
-fn request_line(channel: &Channel, from: &Anchor, limit: usize) -> Option<String> {
-    wire::line(
+fn request_line(channel: &Channel, from: &Anchor, limit: usize) -> Option<wire::WireLine> {
+    wire::WireLine::new(
         "CHATHISTORY",
         &["AFTER", channel.name(), &from.param(), &limit.to_string()],
     )
@@ -214,7 +214,7 @@ mod tests {
         NameRules::default().channel(name).unwrap()
     }
 
-    fn feed(backfill: &mut Backfill, line: &str) -> Option<String> {
+    fn feed(backfill: &mut Backfill, line: &str) -> Option<wire::WireLine> {
         let message = wire::parse(line).unwrap();
         backfill.on_message(&message, CaseMapping::Rfc1459)
     }
@@ -227,7 +227,7 @@ mod tests {
             .with_timezone(&Utc);
         let first = backfill.start(&chan("#Ops"), last, 2).unwrap();
         assert_eq!(
-            first,
+            first.as_str(),
             "CHATHISTORY AFTER #Ops timestamp=2026-12-01T10:00:00.499Z 2\r\n"
         );
         assert_eq!(feed(&mut backfill, ":irc BATCH +b1 chathistory #ops"), None);
@@ -242,7 +242,7 @@ mod tests {
             "@batch=b1;msgid=m2;time=2026-12-01T10:00:02.000Z :al!u@h PRIVMSG #ops :two",
         );
         let next = feed(&mut backfill, ":irc BATCH -b1").unwrap();
-        assert_eq!(next, "CHATHISTORY AFTER #Ops msgid=m2 2\r\n");
+        assert_eq!(next.as_str(), "CHATHISTORY AFTER #Ops msgid=m2 2\r\n");
         feed(&mut backfill, ":irc BATCH +b2 chathistory #OPS");
         feed(
             &mut backfill,

@@ -16,7 +16,6 @@ use std::{
     time::Duration,
 };
 
-use base64::Engine;
 use irc_proto::{Command, Message, Response};
 use tokio::{
     io::{AsyncWriteExt, BufReader, ReadHalf, WriteHalf},
@@ -27,20 +26,12 @@ use tokio::{
 use super::{
     flood::{Bucket, FloodSettings},
     isupport::ServerInfo,
+    register::{Progress, Registration},
     tls::{Stream, Tls, dial},
-    wire::{self, Incoming},
+    wire::{self, Incoming, WireLine},
 };
 use crate::{names::Channel, text::split_to_fit};
 
-/// Capabilities requested when the server offers them.
-const WANTED_CAPS: [&str; 6] = [
-    "server-time",
-    "message-tags",
-    "echo-message",
-    "multi-prefix",
-    "batch",
-    "draft/chathistory",
-];
 /// Lines a connection sends before PONGs have to catch up; keeps a stuck
 /// server from growing our queue without bound.
 const MAX_QUEUED_LINES: usize = 10_000;
@@ -186,8 +177,8 @@ enum Request {
     },
     /// Leave a channel (and stop rejoining it).
     Part(Channel),
-    /// One line, already formed with [`wire::line`].
-    Command(String),
+    /// One command for the server.
+    Command(WireLine),
     Quit,
 }
 
@@ -286,12 +277,12 @@ impl Connection {
         }
     }
 
-    /// Writes `line` (formed with [`wire::line`]) on the live connection,
+    /// Writes `line` on the live connection,
     /// paced like everything else. Best effort: a line that finds the
     /// connection down, or its inbox full, is dropped (and logged), because
     /// what it asked for belongs to the session that is gone. Never waits,
     /// so the task reading this connection's events can call it.
-    pub fn command(&self, line: String) {
+    pub fn command(&self, line: WireLine) {
         if let Err(e) = self.requests.try_send(Request::Command(line)) {
             tracing::debug!(error = %e, "a command to the IRC server was dropped");
         }
@@ -462,7 +453,7 @@ impl Actor {
                         self.wanted.remove(channel.key());
                     }
                     Some(Request::Command(line)) => {
-                        tracing::debug!(line = %line.trim_end(), "not sent: the IRC connection is down");
+                        tracing::debug!(line = %line.as_str().trim_end(), "not sent: the IRC connection is down");
                     }
                 }
             }
@@ -578,12 +569,12 @@ impl Actor {
                 }
                 request = self.inbox.recv() => match request {
                     None => {
-                        s.enqueue_raw(wire::line("QUIT", &["switchboard: done"]).unwrap_or_default());
+                        s.enqueue(WireLine::new("QUIT", &["switchboard: done"]));
                         s.flush_all().await;
                         return Ok(End::HandlesGone);
                     }
                     Some(Request::Quit) => {
-                        s.enqueue_raw(wire::line("QUIT", &["switchboard: idle"]).unwrap_or_default());
+                        s.enqueue(WireLine::new("QUIT", &["switchboard: idle"]));
                         s.flush_all().await;
                         return Ok(End::Quit);
                     }
@@ -600,13 +591,11 @@ impl Actor {
                     }
                     Some(Request::Part(channel)) => {
                         self.wanted.remove(channel.key());
-                        if s.joined.contains(channel.key())
-                            && let Ok(line) = wire::line("PART", &[channel.name()])
-                        {
-                            s.enqueue_raw(line);
+                        if s.joined.contains(channel.key()) {
+                            s.enqueue(WireLine::new("PART", &[channel.name()]));
                         }
                     }
-                    Some(Request::Command(line)) => s.enqueue_raw(line),
+                    Some(Request::Command(line)) => s.enqueue(Ok(line)),
                 },
                 () = sleep_until_opt(wake) => {}
                 () = tokio::time::sleep_until(keepalive) => {
@@ -614,7 +603,7 @@ impl Actor {
                         return Err(ConnError::Closed("no reply to PING (ping timeout)".into()));
                     }
                     s.pinged = true;
-                    s.enqueue_raw(wire::line("PING", &["keepalive"]).unwrap_or_default());
+                    s.enqueue(WireLine::new("PING", &["keepalive"]));
                 }
             }
         }
@@ -714,7 +703,7 @@ fn refuse(request: Request, error: &ConnError) {
 
 /// An `ERROR` line: the server is closing the link. Per-IP limits get their
 /// own error so the user learns which setting to change.
-fn classify_error(text: &str) -> ConnError {
+pub(super) fn classify_error(text: &str) -> ConnError {
     let lower = text.to_ascii_lowercase();
     if lower.contains("connections") && (lower.contains("host") || lower.contains(" ip")) {
         ConnError::PerIpLimit(text.to_owned())
@@ -746,7 +735,7 @@ struct Session {
     buf: switchboard_lines::LineReader,
     bucket: Bucket,
     /// Lines to write, paced by the bucket; PONGs jump the queue.
-    queue: VecDeque<String>,
+    queue: VecDeque<WireLine>,
     nick: String,
     /// Our `user@host` as the server shows it (learnt from our JOIN echo).
     userhost: Option<String>,
@@ -762,34 +751,25 @@ struct Session {
 }
 
 impl Session {
-    async fn write_now(&mut self, line: &str) -> Result<(), ConnError> {
+    /// Writes `lines` at once, unpaced (registration, and the way out).
+    async fn write_now(&mut self, lines: &[WireLine]) -> Result<(), ConnError> {
+        let bytes: String = lines.iter().map(WireLine::as_str).collect();
         self.writer
-            .write_all(line.as_bytes())
+            .write_all(bytes.as_bytes())
             .await
             .map_err(|e| ConnError::Closed(e.to_string()))
     }
 
-    /// Registration: CAP negotiation, SASL, NICK/USER, up to `001`.
+    /// Registration (see [`Registration`]), up to `001`.
     async fn register(
         &mut self,
         endpoint: &Endpoint,
         identity: &Identity,
         fallbacks: &[String],
     ) -> Result<(), ConnError> {
-        let mut fallbacks = fallbacks.iter();
-        let mut out = String::new();
-        out.push_str("CAP LS 302\r\n");
-        if let Some(password) = &endpoint.password {
-            out.push_str(&wire::line("PASS", &[password]).map_err(unsafe_param)?);
-        }
-        out.push_str(&wire::line("NICK", &[&self.nick]).map_err(unsafe_param)?);
-        out.push_str(
-            &wire::line("USER", &[&identity.user, "0", "*", &identity.realname])
-                .map_err(unsafe_param)?,
-        );
-        self.write_now(&out).await?;
-        let mut offered: HashMap<String, String> = HashMap::new();
-        let mut attempt = 0usize;
+        let mut registration = Registration::new(identity, fallbacks);
+        let start = registration.start(endpoint.password.as_deref())?;
+        self.write_now(&start).await?;
         loop {
             let line = match wire::read_line(&mut self.reader, &mut self.buf)
                 .await
@@ -806,149 +786,18 @@ impl Session {
             let Some(message) = wire::parse(&line) else {
                 continue;
             };
-            match &message.command {
-                Command::PING(token, _) => {
-                    let pong = wire::line("PONG", &[token]).map_err(unsafe_param)?;
-                    self.write_now(&pong).await?;
-                }
-                Command::ERROR(text) => return Err(classify_error(text)),
-                Command::CAP(_, sub, arg, last) => {
-                    let sub = sub.to_str();
-                    // `CAP * LS * :caps` (more follow) or `CAP * LS :caps`.
-                    let (more, list) = match (arg.as_deref(), last.as_deref()) {
-                        (Some("*"), Some(list)) => (true, list),
-                        (Some(list), None) | (None, Some(list)) => (false, list),
-                        (Some(_), Some(list)) => (false, list),
-                        (None, None) => (false, ""),
-                    };
-                    match sub {
-                        "LS" => {
-                            for cap in list.split(' ').filter(|c| !c.is_empty()) {
-                                let (name, value) = cap.split_once('=').unwrap_or((cap, ""));
-                                offered.insert(name.to_owned(), value.to_owned());
-                            }
-                            if !more {
-                                let mut request: Vec<&str> = WANTED_CAPS
-                                    .iter()
-                                    .copied()
-                                    .filter(|c| offered.contains_key(*c))
-                                    .collect();
-                                if identity.sasl.is_some() {
-                                    if !offered.contains_key("sasl") {
-                                        return Err(sasl_failed(
-                                            identity,
-                                            "the server does not offer SASL",
-                                        ));
-                                    }
-                                    request.push("sasl");
-                                }
-                                if request.is_empty() {
-                                    self.write_now("CAP END\r\n").await?;
-                                } else {
-                                    let line = wire::line("CAP", &["REQ", &request.join(" ")])
-                                        .map_err(unsafe_param)?;
-                                    self.write_now(&line).await?;
-                                }
-                            }
-                        }
-                        "ACK" => {
-                            for cap in list.split(' ').filter(|c| !c.is_empty()) {
-                                self.caps
-                                    .insert(cap.trim_start_matches(['-', '~', '=']).to_owned());
-                            }
-                            if self.caps.contains("sasl") && identity.sasl.is_some() {
-                                self.write_now("AUTHENTICATE PLAIN\r\n").await?;
-                            } else {
-                                self.write_now("CAP END\r\n").await?;
-                            }
-                        }
-                        "NAK" => {
-                            if identity.sasl.is_some() && list.split(' ').any(|c| c == "sasl") {
-                                return Err(sasl_failed(
-                                    identity,
-                                    "the server refused the sasl capability",
-                                ));
-                            }
-                            self.write_now("CAP END\r\n").await?;
-                        }
-                        _ => {}
-                    }
-                }
-                Command::AUTHENTICATE(arg) if arg == "+" => {
-                    if let Some(sasl) = &identity.sasl {
-                        for chunk in sasl_plain_chunks(sasl) {
-                            self.write_now(&format!("AUTHENTICATE {chunk}\r\n")).await?;
-                        }
-                    }
-                }
-                Command::Response(code, params) => match *code {
-                    Response::RPL_WELCOME => {
-                        if let Some(nick) = params.first() {
-                            self.nick = nick.clone();
-                        }
-                        return Ok(());
-                    }
-                    Response::RPL_SASLSUCCESS => self.write_now("CAP END\r\n").await?,
-                    Response::ERR_SASLFAIL
-                    | Response::ERR_SASLTOOLONG
-                    | Response::ERR_SASLABORT
-                    | Response::ERR_NICKLOCKED => {
-                        return Err(sasl_failed(
-                            identity,
-                            params.last().cloned().unwrap_or_default(),
-                        ));
-                    }
-                    Response::ERR_NICKNAMEINUSE
-                    | Response::ERR_NICKCOLLISION
-                    | Response::ERR_UNAVAILRESOURCE => {
-                        if let Some(next) = fallbacks.next() {
-                            tracing::info!(taken = %self.nick, trying = %next, "IRC nick in use; trying another");
-                            self.nick.clone_from(next);
-                            let line = wire::line("NICK", &[&self.nick]).map_err(unsafe_param)?;
-                            self.write_now(&line).await?;
-                        } else if identity.suffix_on_collision
-                            && self.nick.len() < self.info.rules.nicklen.max(9)
-                            && attempt < 8
-                        {
-                            attempt += 1;
-                            self.nick.push('_');
-                            let line = wire::line("NICK", &[&self.nick]).map_err(unsafe_param)?;
-                            self.write_now(&line).await?;
-                        } else {
-                            return Err(ConnError::NickInUse(identity.nick.clone()));
-                        }
-                    }
-                    Response::ERR_ERRONEOUSNICKNAME | Response::ERR_NONICKNAMEGIVEN => {
-                        // A fallback too long for this server: on to a shorter one.
-                        if self.nick != identity.nick
-                            && let Some(next) =
-                                fallbacks.find(|f| f.chars().count() < self.nick.chars().count())
-                        {
-                            tracing::info!(refused = %self.nick, trying = %next, "IRC nick refused; trying a shorter one");
-                            self.nick.clone_from(next);
-                            let line = wire::line("NICK", &[&self.nick]).map_err(unsafe_param)?;
-                            self.write_now(&line).await?;
-                        } else {
-                            return Err(ConnError::BadNick {
-                                nick: self.nick.clone(),
-                                reason: params.last().cloned().unwrap_or_default(),
-                            });
-                        }
-                    }
-                    Response::ERR_PASSWDMISMATCH | Response::ERR_YOUREBANNEDCREEP => {
-                        return Err(ConnError::Closed(
-                            params.last().cloned().unwrap_or_default(),
-                        ));
-                    }
-                    _ => {}
-                },
-                _ => {}
+            match registration.on_message(&message)? {
+                Progress::Write(lines) => self.write_now(&lines).await?,
+                Progress::Welcomed => break,
             }
         }
+        self.nick = registration.nick().to_owned();
+        self.caps = registration.into_caps();
+        Ok(())
     }
 
     fn request_join(&mut self, channel: &Channel) {
-        if let Ok(line) = wire::line("JOIN", &[channel.name()]) {
+        if let Ok(line) = WireLine::new("JOIN", &[channel.name()]) {
             self.queue.push_back(line);
         }
     }
@@ -990,16 +839,20 @@ impl Session {
             .iter()
             .flat_map(|l| split_to_fit(l, budget))
             .collect();
-        let mut wire_lines = Vec::with_capacity(pieces.len());
-        for piece in &pieces {
-            match wire::line("PRIVMSG", &[send.channel.name(), piece]) {
-                Ok(l) => wire_lines.push(l),
-                Err(e) => {
-                    let _ = send.reply.send(Err(ConnError::Unsafe(e.to_string())));
-                    return;
-                }
+        // The lines, then the PING whose PONG confirms them.
+        let token = format!("sb{}", self.next_barrier + 1);
+        let wire_lines: Result<Vec<WireLine>, _> = pieces
+            .iter()
+            .map(|piece| WireLine::new("PRIVMSG", &[send.channel.name(), piece]))
+            .chain([WireLine::new("PING", &[&token])])
+            .collect();
+        let wire_lines = match wire_lines {
+            Ok(lines) => lines,
+            Err(e) => {
+                let _ = send.reply.send(Err(ConnError::Unsafe(e.to_string())));
+                return;
             }
-        }
+        };
         if self.queue.len() + wire_lines.len() > MAX_QUEUED_LINES {
             let _ = send.reply.send(Err(ConnError::Rejected {
                 channel: send.channel.name().to_owned(),
@@ -1009,26 +862,26 @@ impl Session {
             return;
         }
         (send.before_write)(&self.nick, &pieces);
-        let count = wire_lines.len();
         self.queue.extend(wire_lines);
         self.next_barrier += 1;
-        let token = format!("sb{}", self.next_barrier);
-        self.queue.push_back(format!("PING :{token}\r\n"));
         self.barriers.push_back(Barrier {
             token,
             channel: send.channel,
-            lines: count,
+            lines: pieces.len(),
             error: None,
             reply: send.reply,
         });
     }
 
-    fn enqueue_raw(&mut self, line: String) {
-        self.queue.push_back(line);
+    fn enqueue(&mut self, line: Result<WireLine, wire::UnsafeParam>) {
+        match line {
+            Ok(line) => self.queue.push_back(line),
+            Err(e) => tracing::warn!(error = %e, "an IRC command was not sent"),
+        }
     }
 
     fn enqueue_pong(&mut self, token: &str) {
-        if let Ok(line) = wire::line("PONG", &[token]) {
+        if let Ok(line) = WireLine::new("PONG", &[token]) {
             self.queue.push_front(line);
         }
     }
@@ -1102,15 +955,13 @@ impl Session {
 
     /// Writes every queued line the bucket allows now.
     async fn flush_ready(&mut self) -> Result<(), ConnError> {
-        let mut batch = String::new();
+        let mut batch = Vec::new();
         while !self.queue.is_empty() {
             if self.bucket.delay(Instant::now()) > Duration::ZERO {
                 break;
             }
             self.bucket.take();
-            if let Some(line) = self.queue.pop_front() {
-                batch.push_str(&line);
-            }
+            batch.extend(self.queue.pop_front());
         }
         if !batch.is_empty() {
             self.write_now(&batch).await?;
@@ -1124,63 +975,15 @@ impl Session {
 
     /// Best effort on the way out (QUIT), ignoring pacing.
     async fn flush_all(&mut self) {
-        let batch: String = self.queue.drain(..).collect();
+        let batch: Vec<WireLine> = self.queue.drain(..).collect();
         let _ = self.write_now(&batch).await;
         let _ = self.writer.flush().await;
     }
 }
 
-fn unsafe_param(e: wire::UnsafeParam) -> ConnError {
-    ConnError::Unsafe(e.to_string())
-}
-
-/// The SASL login of `identity` failed, for `reason`.
-fn sasl_failed(identity: &Identity, reason: impl Into<String>) -> ConnError {
-    ConnError::SaslFailed {
-        account: identity
-            .sasl
-            .as_ref()
-            .map(|s| s.account.clone())
-            .unwrap_or_default(),
-        reason: reason.into(),
-    }
-}
-
-/// `AUTHENTICATE` payloads for SASL PLAIN: base64 of
-/// `account\0account\0password`, in 400-byte chunks, with a final `+` when
-/// the last chunk is exactly 400 bytes.
-fn sasl_plain_chunks(sasl: &Sasl) -> Vec<String> {
-    let raw = format!("{}\0{}\0{}", sasl.account, sasl.account, sasl.password);
-    let encoded = base64::engine::general_purpose::STANDARD.encode(raw);
-    let mut chunks: Vec<String> = encoded
-        .as_bytes()
-        .chunks(400)
-        .map(|c| String::from_utf8_lossy(c).into_owned())
-        .collect();
-    if chunks.last().is_none_or(|c| c.len() == 400) {
-        chunks.push("+".into());
-    }
-    chunks
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sasl_plain_payload_is_base64_in_400_byte_chunks() {
-        let short = sasl_plain_chunks(&Sasl {
-            account: "bot".into(),
-            password: "pw".into(),
-        });
-        assert_eq!(short, ["Ym90AGJvdABwdw=="]);
-        let long = sasl_plain_chunks(&Sasl {
-            account: "a".into(),
-            password: "p".repeat(297),
-        });
-        // 1+1+1+1+297 = 301 bytes -> 404 base64 chars: a full chunk and 4 more.
-        assert_eq!(long.iter().map(String::len).collect::<Vec<_>>(), [400, 4]);
-    }
 
     #[test]
     fn per_ip_limits_are_recognised_for_both_servers() {

@@ -1,13 +1,14 @@
 //! The IRC backend: agents' messages go out over real IRC connections, and
 //! everything said in the channels comes back into the history.
 //!
-//! - [`connection`] — one IRC connection as an actor: registration, CAP,
-//!   SASL, ISUPPORT, flood control, keepalive, reconnect.
+//! - [`connection`] — one IRC connection as an actor: registration,
+//!   ISUPPORT, flood control, keepalive, reconnect.
 //! - [`backend`] — [`IrcBackend`], the [`ChatBackend`](crate::ChatBackend):
 //!   one observer connection that records every channel message, and one
 //!   sender connection per agent nick.
 //! - [`backfill`] — filling the history's gap after an absence from the
 //!   server's history (`draft/chathistory`).
+//! - [`register`] — registration (CAP, SASL, NICK/USER) as a state machine.
 //! - [`nicks`] — the observer's default nick and its fallbacks.
 //! - [`wire`], [`isupport`], [`members`], [`flood`], [`tls`] — the pieces.
 
@@ -18,6 +19,7 @@ pub mod flood;
 pub mod isupport;
 pub mod members;
 pub mod nicks;
+pub mod register;
 pub mod tls;
 pub mod wire;
 

@@ -57,32 +57,50 @@ pub fn parse(line: &str) -> Option<Message> {
     }
 }
 
-/// A command to send, as one wire line with CRLF.
+/// One command ready for the wire: a command and its parameters, ending in
+/// CRLF.
 ///
-/// Every parameter must already be free of CR, LF and NUL (names are
-/// validated, texts are split into lines); this is checked again here, and a
-/// violating command is refused rather than sent, so no caller bug can put a
-/// second command on the wire.
-pub fn line(command: &str, params: &[&str]) -> Result<String, UnsafeParam> {
-    let mut out = String::with_capacity(64);
-    out.push_str(command);
-    for (i, param) in params.iter().enumerate() {
-        if param.contains(['\r', '\n', '\0']) {
+/// Only [`WireLine::new`] makes one, and everything a connection writes is a
+/// `WireLine`, so every line on the wire went through its checks: every
+/// parameter must already be free of CR, LF and NUL (names are validated,
+/// texts are split into lines); this is checked again here, and a violating
+/// command is refused rather than sent, so no caller bug can put a second
+/// command on the wire.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WireLine(String);
+
+impl WireLine {
+    /// `command` with `params`; the last parameter becomes a trailing one
+    /// (`:text`) when it needs to, and always for PRIVMSG and NOTICE.
+    pub fn new(command: &'static str, params: &[&str]) -> Result<Self, UnsafeParam> {
+        if command.is_empty() || !command.bytes().all(|b| b.is_ascii_alphanumeric()) {
             return Err(UnsafeParam);
         }
-        let last = i + 1 == params.len();
-        let needs_trailing = param.is_empty() || param.starts_with(':') || param.contains(' ');
-        if needs_trailing && !last {
-            return Err(UnsafeParam);
+        let mut out = String::with_capacity(64);
+        out.push_str(command);
+        for (i, param) in params.iter().enumerate() {
+            if param.contains(['\r', '\n', '\0']) {
+                return Err(UnsafeParam);
+            }
+            let last = i + 1 == params.len();
+            let needs_trailing = param.is_empty() || param.starts_with(':') || param.contains(' ');
+            if needs_trailing && !last {
+                return Err(UnsafeParam);
+            }
+            out.push(' ');
+            if last && (needs_trailing || command == "PRIVMSG" || command == "NOTICE") {
+                out.push(':');
+            }
+            out.push_str(param);
         }
-        out.push(' ');
-        if last && (needs_trailing || command == "PRIVMSG" || command == "NOTICE") {
-            out.push(':');
-        }
-        out.push_str(param);
+        out.push_str("\r\n");
+        Ok(Self(out))
     }
-    out.push_str("\r\n");
-    Ok(out)
+
+    /// The line as written, CRLF included.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
 }
 
 /// A parameter contained CR, LF or NUL, or a middle parameter contained a
@@ -180,6 +198,9 @@ mod tests {
 
     #[test]
     fn commands_are_built_safely() {
+        let line = |command, params: &[&str]| {
+            WireLine::new(command, params).map(|l| l.as_str().to_owned())
+        };
         assert_eq!(
             line("PRIVMSG", &["#c", "hi there"]).unwrap(),
             "PRIVMSG #c :hi there\r\n"
@@ -199,6 +220,7 @@ mod tests {
         );
         assert_eq!(line("PRIVMSG", &["#c d", "x"]), Err(UnsafeParam));
         assert_eq!(line("NICK", &["a\0"]), Err(UnsafeParam));
+        assert_eq!(line("PING :x\r\nQUIT", &[]), Err(UnsafeParam));
     }
 
     #[test]
