@@ -9,6 +9,7 @@
 use std::time::Duration;
 
 use serde::Deserialize;
+pub use switchboard_toolset::ConfigError;
 use url::{Host, Url};
 
 /// The docs toolset's settings (`[docs]`).
@@ -129,25 +130,6 @@ fn default_timeout_s() -> f64 {
 
 fn default_max_page_bytes() -> usize {
     2 * 1024 * 1024
-}
-
-/// A configuration value that cannot work; the message names the key.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{key}: {message}")]
-pub struct ConfigError {
-    /// The key, e.g. `docs.sources[0].llms_txt`.
-    pub key: String,
-    /// What is wrong and what would be accepted.
-    pub message: String,
-}
-
-impl ConfigError {
-    fn new(key: impl Into<String>, message: impl Into<String>) -> Self {
-        Self {
-            key: key.into(),
-            message: message.into(),
-        }
-    }
 }
 
 /// `host` or `host:port` from `allowed_hosts` / `http_hosts`, parsed.

@@ -22,10 +22,11 @@
 //! assert_eq!(serde_json::to_value(&tool).unwrap(), mcp_tool);
 //! ```
 
-use std::{collections::HashMap, fmt::Write as _, future::Future, pin::Pin, sync::Arc};
+use std::{collections::HashMap, future::Future, pin::Pin, sync::Arc};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
+use switchboard_schema::ArgumentSchema;
 
 use crate::{events::Event, proctree::ProcessInfo};
 
@@ -394,16 +395,10 @@ pub enum ToolTableError {
 
 /// The tools with their compiled schemas, and the `tools/list` answer.
 pub(crate) struct Table {
-    entries: Vec<(Tool, jsonschema::Validator)>,
+    entries: Vec<(Tool, ArgumentSchema)>,
     by_name: HashMap<String, usize>,
     list: Value,
 }
-
-/// At most this many schema errors are listed in one result.
-const MAX_LISTED_ERRORS: usize = 20;
-/// Each listed schema error is cut to this many bytes (it may quote the
-/// offending value, which can be large).
-const MAX_ERROR_LEN: usize = 300;
 
 impl Table {
     /// Checks and compiles `tools`.
@@ -420,10 +415,10 @@ impl Table {
             if !tool.input_schema.is_object() {
                 return Err(ToolTableError::SchemaNotObject(tool.name));
             }
-            let validator = jsonschema::validator_for(&tool.input_schema).map_err(|e| {
+            let validator = ArgumentSchema::compile(&tool.input_schema).map_err(|reason| {
                 ToolTableError::InvalidSchema {
                     tool: tool.name.clone(),
-                    reason: e.to_string(),
+                    reason,
                 }
             })?;
             by_name.insert(tool.name.clone(), entries.len());
@@ -448,46 +443,9 @@ impl Table {
     /// not exist, `Some(Err(text))` listing every problem when they do not
     /// match its schema.
     pub(crate) fn validate(&self, name: &str, arguments: &Value) -> Option<Result<(), String>> {
-        let (_, validator) = &self.entries[*self.by_name.get(name)?];
-        if validator.is_valid(arguments) {
-            return Some(Ok(()));
-        }
-        let mut text = format!("invalid arguments for {name}:");
-        let mut count = 0;
-        for error in validator.iter_errors(arguments) {
-            count += 1;
-            if count > MAX_LISTED_ERRORS {
-                continue;
-            }
-            let path = error.instance_path().as_str();
-            let path = if path.is_empty() { "/" } else { path };
-            let mut message = error.to_string();
-            truncate(&mut message, MAX_ERROR_LEN);
-            let sep = if count == 1 { " " } else { "; " };
-            let _ = write!(text, "{sep}{message} (at {path})");
-        }
-        if count > MAX_LISTED_ERRORS {
-            let _ = write!(text, "; and {} more", count - MAX_LISTED_ERRORS);
-        }
-        if count == 0 {
-            text.push_str(" they do not match the tool's inputSchema");
-        }
-        Some(Err(text))
+        let (_, schema) = &self.entries[*self.by_name.get(name)?];
+        Some(schema.check(name, arguments))
     }
-}
-
-/// Cuts `text` to at most `max` bytes on a character boundary, marking the
-/// cut with `…`.
-fn truncate(text: &mut String, max: usize) {
-    if text.len() <= max {
-        return;
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    text.truncate(end);
-    text.push('…');
 }
 
 #[cfg(test)]

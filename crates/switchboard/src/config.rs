@@ -722,7 +722,7 @@ impl Config {
         }
         self.docs
             .validate()
-            .map_err(|e| invalid(e.key, e.message))?;
+            .map_err(|e| invalid(e.key(), e.message()))?;
         Ok(())
     }
 

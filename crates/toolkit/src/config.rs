@@ -14,36 +14,10 @@
 use std::{collections::BTreeMap, fmt, path::Path, path::PathBuf, sync::Arc};
 
 use serde::{Deserialize, Deserializer, de};
+pub use switchboard_toolset::ConfigError;
 use switchboard_toolset::{JsonObject, Toolset};
 
 use crate::{CatalogTools, CommandTools, PromptTools, TemplateTools};
-
-/// A config value that cannot work, and where it is.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{key}: {message}")]
-pub struct ConfigError {
-    key: String,
-    message: String,
-}
-
-impl ConfigError {
-    pub(crate) fn new(key: impl Into<String>, message: impl Into<String>) -> Self {
-        Self {
-            key: key.into(),
-            message: message.into(),
-        }
-    }
-
-    /// The dotted path of the offending key, e.g. `commands.actions[2].argv[3]`.
-    pub fn key(&self) -> &str {
-        &self.key
-    }
-
-    /// What is wrong with it and how to fix it.
-    pub fn message(&self) -> &str {
-        &self.message
-    }
-}
 
 /// Every section this crate reads, as top-level keys of a config file.
 ///

@@ -1,22 +1,18 @@
 //! Input schemas declared in config: checked and compiled once, then used to
 //! validate every call's arguments before anything is rendered or run.
 
-use std::{fmt::Write as _, sync::Arc};
+use std::sync::Arc;
 
 use serde_json::Value;
+use switchboard_schema::ArgumentSchema;
 use switchboard_toolset::{JsonObject, ToolError};
 
 use crate::config::ConfigError;
 
-/// At most this many schema violations are listed in one error.
-const MAX_LISTED_ERRORS: usize = 10;
-/// Each listed violation is cut to this many bytes (it may quote the value).
-const MAX_ERROR_LEN: usize = 300;
-
 /// A tool's parameters: the schema agents see and its compiled validator.
 pub(crate) struct InputSchema {
     exposed: Arc<JsonObject>,
-    validator: jsonschema::Validator,
+    validator: ArgumentSchema,
     properties: JsonObject,
 }
 
@@ -93,7 +89,7 @@ impl InputSchema {
             properties.insert((*name).to_owned(), property.clone());
         }
         exposed.insert("properties".into(), Value::Object(properties.clone()));
-        let validator = jsonschema::validator_for(&Value::Object(exposed.clone()))
+        let validator = ArgumentSchema::compile(&Value::Object(exposed.clone()))
             .map_err(|e| ConfigError::new(key, format!("not a usable JSON Schema: {e}")))?;
         Ok(Self {
             exposed: Arc::new(exposed),
@@ -134,9 +130,7 @@ impl InputSchema {
             }));
         }
         let value = Value::Object(args);
-        if !self.validator.is_valid(&value) {
-            return Err(ToolError::new(self.describe_errors(tool, &value)));
-        }
+        self.validator.check(tool, &value).map_err(ToolError::new)?;
         let Value::Object(mut args) = value else {
             return Err(ToolError::new(format!(
                 "{tool} takes an object of parameters"
@@ -151,27 +145,6 @@ impl InputSchema {
         }
         Ok(args)
     }
-
-    fn describe_errors(&self, tool: &str, value: &Value) -> String {
-        let mut text = format!("invalid arguments for {tool}:");
-        let mut count = 0;
-        for error in self.validator.iter_errors(value) {
-            count += 1;
-            if count > MAX_LISTED_ERRORS {
-                continue;
-            }
-            let path = error.instance_path().as_str();
-            let path = if path.is_empty() { "/" } else { path };
-            let mut message = error.to_string();
-            truncate(&mut message, MAX_ERROR_LEN);
-            let sep = if count == 1 { " " } else { "; " };
-            let _ = write!(text, "{sep}{message} (at {path})");
-        }
-        if count > MAX_LISTED_ERRORS {
-            let _ = write!(text, "; and {} more", count - MAX_LISTED_ERRORS);
-        }
-        text
-    }
 }
 
 /// `[A-Za-z_][A-Za-z0-9_]*`: a name a placeholder can refer to.
@@ -181,20 +154,6 @@ pub(crate) fn is_identifier(name: &str) -> bool {
         .next()
         .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
         && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
-}
-
-/// Cuts `text` to at most `max` bytes on a character boundary, marking the
-/// cut with `…`.
-pub(crate) fn truncate(text: &mut String, max: usize) {
-    if text.len() <= max {
-        return;
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    text.truncate(end);
-    text.push('…');
 }
 
 #[cfg(test)]

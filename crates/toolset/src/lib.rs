@@ -15,6 +15,7 @@
 
 mod args;
 mod caller;
+mod config_error;
 mod extras;
 mod grant;
 mod registry;
@@ -26,6 +27,7 @@ use std::{future::Future, pin::Pin, sync::Arc};
 
 pub use args::parse_args;
 pub use caller::{Caller, Progress};
+pub use config_error::ConfigError;
 pub use extras::{
     GetPromptResult, Prompt, PromptSource, ReadResourceResult, Resource, ResourceSource,
     ResourceTemplate,

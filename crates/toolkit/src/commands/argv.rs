@@ -612,7 +612,7 @@ fn refuse_nul(param: &str, text: &str) -> Result<(), ToolError> {
 
 fn shorten(text: &str) -> String {
     let mut shown = text.to_owned();
-    crate::schema::truncate(&mut shown, 60);
+    switchboard_schema::truncate(&mut shown, 60);
     shown
 }
 
