@@ -30,6 +30,6 @@ pub use history::{
     Durability, History, HistoryError, Location, Message, NewMessage, SenderKind, Since,
 };
 pub use local::LocalHub;
-pub use names::{CaseMapping, Channel, NameError, NameRules, Nick};
+pub use names::{CaseMapping, Channel, NameError, NameRules, Nick, nick_for_process};
 pub use push::{PushMode, PushSettings};
 pub use tools::{ChatSettings, ChatTools};

@@ -266,6 +266,22 @@ fn describe(c: char) -> String {
     }
 }
 
+/// The nick an agent goes by until it chooses one: its program's name (the
+/// kernel's, say `claude`) with its pid, `claude-4242`. Letters, digits,
+/// `-` and `_` are kept, a letter comes first, and it fits the 31 bytes
+/// every network allows.
+pub fn nick_for_process(name: &str, pid: u32) -> String {
+    let mut base: String = name
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
+        .take(20)
+        .collect();
+    if !base.starts_with(|c: char| c.is_ascii_alphabetic()) {
+        base.insert_str(0, "agent");
+    }
+    format!("{base}-{pid}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -373,5 +389,19 @@ mod tests {
     fn errors_escape_control_characters() {
         let err = rules().nick("x\r\nQUIT :bye").unwrap_err().to_string();
         assert!(err.contains("\\r\\n"), "{err}");
+    }
+
+    #[test]
+    fn default_nicks_are_valid_irc_nicks() {
+        assert_eq!(nick_for_process("claude", 4242), "claude-4242");
+        assert_eq!(nick_for_process("node (v22)", 7), "nodev22-7");
+        assert_eq!(nick_for_process("9lives", 1), "agent9lives-1");
+        assert_eq!(nick_for_process("", 5), "agent-5");
+        let long = nick_for_process(&"x".repeat(50), u32::MAX);
+        assert!(long.len() <= 31, "{long}");
+        let rules = NameRules::default();
+        for nick in [nick_for_process("ünïcode", 3), long] {
+            assert!(rules.nick(&nick).is_ok(), "{nick}");
+        }
     }
 }

@@ -1522,26 +1522,22 @@ async fn the_python_spec_app_is_relayed_through_a_crash_and_a_restart() {
 
 // --- the crate's example application -------------------------------------------
 
-/// `target/<profile>/examples/terminal_app`, beside the switchboard binary,
-/// when it has been built (`cargo build --example terminal_app -p switchboard-relay`).
-fn example_binary() -> Option<PathBuf> {
-    let path = Path::new(BIN).parent()?.join("examples/terminal_app");
-    path.is_file().then_some(path)
+/// `target/<profile>/examples/terminal_app`, beside the switchboard binary.
+/// `cargo test --workspace` builds it; a test run without it fails saying
+/// how to build it.
+fn example_binary() -> PathBuf {
+    let path = Path::new(BIN).with_file_name("examples/terminal_app");
+    assert!(
+        path.is_file(),
+        "{} is not built; run `cargo build --example terminal_app -p switchboard-relay` with the same profile (cargo test --workspace builds it)",
+        path.display()
+    );
+    path
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_example_terminal_app_is_relayed() {
-    let Some(example) = example_binary() else {
-        let message = format!(
-            "{} is not built; run `cargo build --example terminal_app -p switchboard-relay` (cargo test --workspace builds it)",
-            Path::new(BIN)
-                .with_file_name("examples/terminal_app")
-                .display()
-        );
-        assert!(std::env::var_os("CI").is_none(), "{message}");
-        eprintln!("SKIPPED: {message}");
-        return;
-    };
+    let example = example_binary();
     let place = Place::new("dev.test.example");
     let mut cmd = Command::new(&example);
     cmd.arg("--socket")
@@ -1685,8 +1681,9 @@ async fn agent(socket: &Path, runtime: &Path) -> (common::Client, tokio::process
     (client, stderr.expect("stderr piped"))
 }
 
-/// `nick_for` in `transport/relay.rs`, from the kernel's name for this test
-/// process (its executable's name, cut to 15 bytes) and its pid.
+/// The default nick of this test process as the shim's agent: the chat
+/// toolset's rule applied to the kernel's name for it (its executable's
+/// name, cut to 15 bytes) and its pid.
 fn expected_default_sender() -> String {
     let pid = std::process::id();
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
@@ -1694,15 +1691,7 @@ fn expected_default_sender() -> String {
     let exe = std::env::current_exe().unwrap();
     let exe_name = exe.file_name().unwrap().to_str().unwrap();
     assert_eq!(comm, &exe_name[..exe_name.len().min(15)]);
-    let mut base: String = comm
-        .chars()
-        .filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
-        .take(20)
-        .collect();
-    if !base.starts_with(|c: char| c.is_ascii_alphabetic()) {
-        base.insert_str(0, "agent");
-    }
-    format!("{base}-{pid}")
+    switchboard_chat::nick_for_process(comm, pid)
 }
 
 async fn stderr_of(mut stderr: tokio::process::ChildStderr) -> String {

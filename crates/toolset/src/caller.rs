@@ -12,8 +12,8 @@ use crate::{Grant, Session};
 pub struct Caller {
     /// A short human-readable label for logs: `stdio`, `http`, `sse 4f1c…`.
     pub label: String,
-    /// The process id of the client, when the transport can verify it.
-    pub pid: Option<u32>,
+    /// The client program, when the transport can verify it.
+    pub process: Option<Process>,
     /// The caller is a person (at a terminal, in a browser), not an agent.
     pub human: bool,
     /// The client's session, when it has one (stateless HTTP has none).
@@ -51,6 +51,19 @@ impl Caller {
     pub fn identity(&self) -> Option<String> {
         self.session.as_ref().and_then(|s| s.identity())
     }
+
+    /// The name of the token the client presented, if any.
+    pub fn token(&self) -> Option<&str> {
+        self.grant.as_deref().map(Grant::name)
+    }
+}
+
+/// A client program: the agent behind a shim, say, as the kernel names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Process {
+    /// The kernel's name for it (`comm`, at most 15 bytes), e.g. `claude`.
+    pub name: String,
+    pub pid: u32,
 }
 
 /// Tells a client how far a long call has got (MCP `notifications/progress`),

@@ -26,7 +26,7 @@ mod tokens;
 use std::{future::Future, pin::Pin, sync::Arc};
 
 pub use args::parse_args;
-pub use caller::{Caller, Progress};
+pub use caller::{Caller, Process, Progress};
 pub use config_error::ConfigError;
 pub use extras::{
     GetPromptResult, Prompt, PromptSource, ReadResourceResult, Resource, ResourceSource,

@@ -12,7 +12,7 @@ use std::sync::Mutex;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
-use crate::JsonObject;
+use crate::{JsonObject, Process};
 
 /// A notification outside any request, as MCP carries it: a method such as
 /// `notifications/claude/channel`, and its params.
@@ -52,7 +52,13 @@ enum Identity {
 /// session.adopt("bob"); // only the first name sticks
 /// assert_eq!(session.identity().as_deref(), Some("alice"));
 ///
-/// let fixed = Session::new("stdio").with_identity("reviewer", true);
+/// let named = Session::new("relay");
+/// named.propose("claude-4242"); // a default, until the agent chooses
+/// assert_eq!(named.chosen_identity(), None);
+/// named.adopt("alice");
+/// assert_eq!(named.chosen_identity().as_deref(), Some("alice"));
+///
+/// let fixed = Session::new("stdio").with_identity("reviewer");
 /// fixed.adopt("alice");
 /// assert_eq!(fixed.identity().as_deref(), Some("reviewer"));
 /// ```
@@ -62,6 +68,7 @@ pub struct Session {
     identity: Mutex<Identity>,
     changes: watch::Sender<Option<String>>,
     notifications: Option<mpsc::Sender<Notification>>,
+    process: Option<Process>,
     closed: CancellationToken,
 }
 
@@ -74,22 +81,31 @@ impl Session {
             identity: Mutex::new(Identity::Unknown),
             changes: watch::Sender::new(None),
             notifications: None,
+            process: None,
             closed: CancellationToken::new(),
         }
     }
 
-    /// Sets the identity: `fixed` when configured for the session, else a
-    /// default that the agent's first own choice replaces.
+    /// Sets the identity configured for the session (`--nick`): the agent
+    /// cannot replace it.
     #[must_use]
-    pub fn with_identity(self, nick: impl Into<String>, fixed: bool) -> Self {
+    pub fn with_identity(self, nick: impl Into<String>) -> Self {
         let nick = nick.into();
         self.changes.send_replace(Some(nick.clone()));
-        *self.identity.lock().expect("identity lock") = if fixed {
-            Identity::Fixed(nick)
-        } else {
-            Identity::Provisional(nick)
-        };
+        *self.identity.lock().expect("identity lock") = Identity::Fixed(nick);
         self
+    }
+
+    /// Records the client program, for toolsets that name a session after it.
+    #[must_use]
+    pub fn with_process(mut self, process: Process) -> Self {
+        self.process = Some(process);
+        self
+    }
+
+    /// The client program, when the transport knows it.
+    pub fn process(&self) -> Option<&Process> {
+        self.process.as_ref()
     }
 
     /// Lets toolsets notify the client: what they send arrives on the
@@ -109,6 +125,25 @@ impl Session {
         match &*self.identity.lock().expect("identity lock") {
             Identity::Unknown => None,
             Identity::Provisional(nick) | Identity::Fixed(nick) => Some(nick.clone()),
+        }
+    }
+
+    /// Takes `nick` as a default identity when the session has none yet; the
+    /// agent's first own choice replaces it.
+    pub fn propose(&self, nick: &str) {
+        let mut identity = self.identity.lock().expect("identity lock");
+        if *identity == Identity::Unknown {
+            *identity = Identity::Provisional(nick.to_owned());
+            self.changes.send_replace(Some(nick.to_owned()));
+        }
+    }
+
+    /// The identity configured for the session or chosen by the agent; not
+    /// a default.
+    pub fn chosen_identity(&self) -> Option<String> {
+        match &*self.identity.lock().expect("identity lock") {
+            Identity::Fixed(nick) => Some(nick.clone()),
+            Identity::Unknown | Identity::Provisional(_) => None,
         }
     }
 

@@ -39,7 +39,7 @@ use crate::{
     backend::ChatBackend,
     history::{History, Message, SenderKind, Since, iso},
     inbox::Inbox,
-    names::{Channel, Nick},
+    names::{Channel, Nick, nick_for_process},
     push::{PushMode, PushSettings, Pusher},
 };
 use definitions::{
@@ -234,6 +234,9 @@ Events are not marked read: read_messages shows everything.",
     }
 
     fn open_session(&self, session: &Arc<Session>) {
+        if let Some(process) = session.process() {
+            session.propose(&nick_for_process(&process.name, process.pid));
+        }
         if self.approvals.is_some() {
             // Answers arrive through the dispatcher, pushed or not.
             self.pusher.start();

@@ -7,8 +7,9 @@
 //! them like any other.
 //!
 //! Each connection is one [`Session`]. Its identity is the nick the shim was
-//! given (`--nick`), else one made from the agent's process (`claude-4242`)
-//! until the agent speaks under a name of its own. When the shim agreed on
+//! given (`--nick`), else the one its process settled on before; otherwise
+//! the session carries the agent's process, which toolsets may name it
+//! after until the agent speaks under a name of its own. When the shim agreed on
 //! events, what toolsets push to the session goes out as relay events, and
 //! the shim's events come back in as the client's notifications.
 
@@ -19,7 +20,7 @@ use std::{
 };
 
 use switchboard_relay::{Call, Event, Handle, PeerInfo, Tool, ToolHandler, ToolResult, events};
-use switchboard_toolset::{Caller, Notification, Session, call_timeout};
+use switchboard_toolset::{Caller, Notification, Process, Session, call_timeout};
 use tokio::sync::mpsc;
 
 use crate::mcp::McpServer;
@@ -84,7 +85,7 @@ impl RegistryHandler {
     fn caller(&self, peer: &PeerInfo) -> Caller {
         Caller {
             label: format!("relay pid {}", peer.pid),
-            pid: Some(peer.pid),
+            process: Some(agent_process(peer)),
             human: is_terminal(peer),
             session: self.session(peer),
             progress: None,
@@ -125,12 +126,11 @@ impl ToolHandler for RegistryHandler {
             .expect("remembered lock")
             .get(&peer.pid)
             .cloned();
-        session = match (&peer.identity, remembered) {
-            (Some(nick), _) => session.with_identity(nick, true),
-            (None, Some(nick)) => session.with_identity(nick, true),
+        session = match (peer.identity.clone(), remembered) {
+            (Some(nick), _) | (None, Some(nick)) => session.with_identity(nick),
             // A person at a terminal names themselves when they speak.
             (None, None) if is_terminal(peer) => session,
-            (None, None) => session.with_identity(default_nick(peer), false),
+            (None, None) => session.with_process(agent_process(peer)),
         };
         if !peer.events.is_empty() {
             let (tx, rx) = mpsc::channel(NOTIFICATION_QUEUE);
@@ -184,9 +184,7 @@ impl ToolHandler for RegistryHandler {
             .remove(&peer.connection);
         let Some(session) = session else { return };
         session.close();
-        if let Some(nick) = session.identity()
-            && nick != default_nick(peer)
-        {
+        if let Some(nick) = session.chosen_identity() {
             let mut remembered = self.remembered.lock().expect("remembered lock");
             if remembered.len() >= REMEMBERED {
                 remembered.clear();
@@ -212,45 +210,17 @@ async fn forward(mut notifications: mpsc::Receiver<Notification>, handle: Handle
     }
 }
 
-/// The name the agent behind the shim goes by until it chooses one: the
-/// process that spawned the shim (`ancestry[1]`, normally the agent CLI),
-/// with its pid, e.g. `claude-4242`.
-fn default_nick(peer: &PeerInfo) -> String {
+/// The agent behind the shim: the process that spawned it (`ancestry[1]`,
+/// normally the agent CLI), else the shim itself.
+fn agent_process(peer: &PeerInfo) -> Process {
     match peer.ancestry.get(1) {
-        Some(process) => nick_for(&process.name, process.pid),
-        None => nick_for("agent", peer.pid),
-    }
-}
-
-/// A valid IRC nick from a process name: letters, digits, `-` and `_` kept,
-/// a letter first, at most 31 bytes with the pid.
-fn nick_for(name: &str, pid: u32) -> String {
-    let mut base: String = name
-        .chars()
-        .filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
-        .take(20)
-        .collect();
-    if !base.starts_with(|c: char| c.is_ascii_alphabetic()) {
-        base.insert_str(0, "agent");
-    }
-    format!("{base}-{pid}")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn default_nicks_are_valid_irc_nicks() {
-        assert_eq!(nick_for("claude", 4242), "claude-4242");
-        assert_eq!(nick_for("node (v22)", 7), "nodev22-7");
-        assert_eq!(nick_for("9lives", 1), "agent9lives-1");
-        assert_eq!(nick_for("", 5), "agent-5");
-        let long = nick_for(&"x".repeat(50), u32::MAX);
-        assert!(long.len() <= 31, "{long}");
-        let rules = switchboard_chat::NameRules::default();
-        for nick in [nick_for("ünïcode", 3), long] {
-            assert!(rules.nick(&nick).is_ok(), "{nick}");
-        }
+        Some(process) => Process {
+            name: process.name.clone(),
+            pid: process.pid,
+        },
+        None => Process {
+            name: String::new(),
+            pid: peer.pid,
+        },
     }
 }

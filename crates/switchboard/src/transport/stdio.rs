@@ -65,7 +65,7 @@ pub async fn serve<R, W>(
     let (note_tx, note_rx) = mpsc::channel::<Notification>(NOTIFICATION_QUEUE);
     let mut client = Session::new("stdio").with_notifications(note_tx);
     if let Some(nick) = identity {
-        client = client.with_identity(nick, true);
+        client = client.with_identity(nick);
     }
     let client = Arc::new(client);
     let server = server.for_caller(Caller::new("stdio").in_session(client.clone()));
