@@ -16,9 +16,13 @@ use std::{
 };
 
 use serde_json::{Map, Value};
+use switchboard_lines::LineReader;
 use tokio::{
     io::{AsyncWriteExt, BufReader},
-    net::{UnixStream, unix::OwnedWriteHalf},
+    net::{
+        UnixStream,
+        unix::{OwnedReadHalf, OwnedWriteHalf, UCred},
+    },
     sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch},
     task::JoinSet,
 };
@@ -485,6 +489,7 @@ async fn refuse(mut writer: OwnedWriteHalf, message: String) {
     .await;
 }
 
+/// Serves one client from its hello to its last reply.
 async fn connection(stream: UnixStream, shared: Arc<Shared>, number: u64) {
     let cred = match stream.peer_cred() {
         Ok(cred) => cred,
@@ -505,57 +510,12 @@ async fn connection(stream: UnixStream, shared: Arc<Shared>, number: u64) {
     let mut reader = BufReader::new(reader);
     let mut lines = protocol::line_reader();
     let mut stop = shared.shutdown.subscribe();
-    let hello_timeout = shared.options.hello_timeout;
-    let first = tokio::select! {
-        () = stopped(&mut stop) => return,
-        first = tokio::time::timeout(hello_timeout, protocol::read_message(&mut reader, &mut lines)) => first,
+    let hello = match read_hello(&mut reader, &mut lines, &cred, &shared, &mut stop).await {
+        Ok(hello) => hello,
+        Err(Some(refusal)) => return refuse(writer, refusal).await,
+        Err(None) => return,
     };
-    let (pid, client, identity, events) = match first {
-        Err(_) => {
-            return refuse(writer, format!("no hello within {hello_timeout:?}")).await;
-        }
-        Ok(Err(_) | Ok(Read::Eof)) => return,
-        Ok(Ok(Read::TooLong)) => {
-            return refuse(writer, too_long_message()).await;
-        }
-        Ok(Ok(Read::Message(Message::Hello {
-            protocol,
-            pid,
-            client,
-            identity,
-            events,
-        }))) => {
-            if protocol != PROTOCOL_VERSION {
-                let message = format!(
-                    "protocol version {protocol} is not supported; this application speaks {PROTOCOL_VERSION}"
-                );
-                return refuse(writer, message).await;
-            }
-            if cred.pid().map(i64::from) != Some(i64::from(pid)) {
-                let message = format!(
-                    "the hello says pid {pid} but the connection belongs to pid {}",
-                    cred.pid()
-                        .map_or_else(|| "unknown".into(), |p| p.to_string())
-                );
-                return refuse(writer, message).await;
-            }
-            // Agreed: what both list, in the application's order.
-            let agreed: Vec<String> = shared
-                .options
-                .events
-                .iter()
-                .filter(|e| events.contains(e))
-                .cloned()
-                .collect();
-            (pid, client, identity, agreed)
-        }
-        Ok(Ok(Read::Malformed { reason, .. })) => {
-            return refuse(writer, format!("the first line must be a hello: {reason}")).await;
-        }
-        Ok(Ok(Read::Message(_))) => {
-            return refuse(writer, "the first line must be a hello".into()).await;
-        }
-    };
+    let pid = hello.pid;
     let ancestry = tokio::task::spawn_blocking(move || proctree::ancestry(pid))
         .await
         .unwrap_or_default();
@@ -564,9 +524,9 @@ async fn connection(stream: UnixStream, shared: Arc<Shared>, number: u64) {
         pid,
         uid: cred.uid(),
         gid: cred.gid(),
-        client,
-        identity,
-        events,
+        client: hello.client,
+        identity: hello.identity,
+        events: hello.events,
         ancestry,
     });
     tracing::debug!(pid, client = %peer.client, "relay client connected");
@@ -612,70 +572,42 @@ async fn connection(stream: UnixStream, shared: Arc<Shared>, number: u64) {
             () = stopped(&mut stop) => break,
             read = protocol::read_message(&mut reader, &mut lines) => read,
         };
-        let reply = match read {
-            Err(_) | Ok(Read::Eof) => break,
-            Ok(Read::TooLong) => {
-                let _ = tx
-                    .send(Outgoing::Close(Message::Error {
-                        message: too_long_message(),
-                    }))
-                    .await;
+        let reply = match step(read, &shared, &peer) {
+            Step::Reply(reply) => reply,
+            Step::Ignore => continue,
+            Step::End => break,
+            Step::Close(last) => {
+                let _ = tx.send(Outgoing::Close(last)).await;
                 break;
             }
-            Ok(Read::Malformed {
-                reason,
-                id: Some(id),
-            }) => Message::error_response(id, ErrorCode::InvalidRequest, reason),
-            Ok(Read::Malformed { reason, id: None }) => Message::Error { message: reason },
-            Ok(Read::Message(Message::Request { id, method, params })) => match method.as_str() {
-                "tools/list" => Message::result(id, shared.table().list().clone()),
-                "tools/call" => match parse_call(params) {
-                    Err(reason) => Message::error_response(id, ErrorCode::InvalidRequest, reason),
-                    Ok((name, arguments)) => {
-                        let permit = tokio::select! {
-                            biased;
-                            () = stopped(&mut stop) => break,
-                            permit = permits.clone().acquire_owned() => permit.expect("never closed"),
-                        };
-                        calls.spawn(run_call(
-                            shared.clone(),
-                            peer.clone(),
-                            id,
-                            name,
-                            arguments,
-                            tx.clone(),
-                            permit,
-                        ));
-                        while calls.try_join_next().is_some() {}
-                        continue;
-                    }
-                },
-                other => Message::error_response(
-                    id,
-                    ErrorCode::UnknownMethod,
-                    format!("unknown method {other}; the methods are tools/list and tools/call"),
-                ),
-            },
-            Ok(Read::Message(Message::Hello { .. })) => Message::Error {
-                message: "hello was already received on this connection".into(),
-            },
-            Ok(Read::Message(Message::Event { name, params })) => {
-                match client_event(&peer, name, params) {
-                    Ok(event) => {
-                        let (shared, peer) = (shared.clone(), peer.clone());
-                        calls.spawn(async move { shared.handler.event(peer, event).await });
-                        continue;
-                    }
-                    Err(message) => Message::Error { message },
-                }
-            }
-            Ok(Read::Message(Message::Error { message })) => {
-                tracing::debug!(%message, "the client reported an error");
+            Step::Event(event) => {
+                let (shared, peer) = (shared.clone(), peer.clone());
+                calls.spawn(async move { shared.handler.event(peer, event).await });
                 continue;
             }
-            Ok(Read::Message(other)) => Message::Error {
-                message: format!("a client does not send {} messages", kind(&other)),
-            },
+            Step::Call {
+                id,
+                name,
+                arguments,
+            } => {
+                let permit = tokio::select! {
+                    biased;
+                    () = stopped(&mut stop) => break,
+                    permit = permits.clone().acquire_owned() => permit.expect("never closed"),
+                };
+                let call = run_call(
+                    shared.clone(),
+                    peer.clone(),
+                    id,
+                    name,
+                    arguments,
+                    tx.clone(),
+                    permit,
+                );
+                calls.spawn(call);
+                while calls.try_join_next().is_some() {}
+                continue;
+            }
         };
         if tx.send(Outgoing::Send(reply)).await.is_err() {
             break;
@@ -688,6 +620,151 @@ async fn connection(stream: UnixStream, shared: Arc<Shared>, number: u64) {
     drop(tx);
     let _ = write_task.await;
     tracing::debug!(pid, "relay client disconnected");
+}
+
+/// A hello the application accepted.
+struct Hello {
+    pid: u32,
+    client: String,
+    identity: Option<String>,
+    /// The events both sides take part in, in the application's order.
+    events: Vec<String>,
+}
+
+/// Reads the client's first line, which must be a hello in our protocol
+/// version from the process the kernel says is connected. `Err(Some(text))`
+/// is a refusal to send before closing; `Err(None)`, the client left (or
+/// shutdown began) first.
+async fn read_hello(
+    reader: &mut BufReader<OwnedReadHalf>,
+    lines: &mut LineReader,
+    cred: &UCred,
+    shared: &Shared,
+    stop: &mut watch::Receiver<bool>,
+) -> Result<Hello, Option<String>> {
+    let hello_timeout = shared.options.hello_timeout;
+    let first = tokio::select! {
+        () = stopped(stop) => return Err(None),
+        first = tokio::time::timeout(hello_timeout, protocol::read_message(reader, lines)) => first,
+    };
+    let Ok(read) = first else {
+        return Err(Some(format!("no hello within {hello_timeout:?}")));
+    };
+    match read {
+        Err(_) | Ok(Read::Eof) => Err(None),
+        Ok(Read::TooLong) => Err(Some(too_long_message())),
+        Ok(Read::Malformed { reason, .. }) => {
+            Err(Some(format!("the first line must be a hello: {reason}")))
+        }
+        Ok(Read::Message(Message::Hello {
+            protocol,
+            pid,
+            client,
+            identity,
+            events,
+        })) => {
+            if protocol != PROTOCOL_VERSION {
+                return Err(Some(format!(
+                    "protocol version {protocol} is not supported; this application speaks {PROTOCOL_VERSION}"
+                )));
+            }
+            if cred.pid().map(i64::from) != Some(i64::from(pid)) {
+                return Err(Some(format!(
+                    "the hello says pid {pid} but the connection belongs to pid {}",
+                    cred.pid()
+                        .map_or_else(|| "unknown".into(), |p| p.to_string())
+                )));
+            }
+            let events = shared
+                .options
+                .events
+                .iter()
+                .filter(|e| events.contains(e))
+                .cloned()
+                .collect();
+            Ok(Hello {
+                pid,
+                client,
+                identity,
+                events,
+            })
+        }
+        Ok(Read::Message(_)) => Err(Some("the first line must be a hello".into())),
+    }
+}
+
+/// What a connection does with one line from its client.
+enum Step {
+    Reply(Message),
+    /// Run a tool call (within the connection's limit of calls in flight).
+    Call {
+        id: RequestId,
+        name: String,
+        arguments: Map<String, Value>,
+    },
+    /// Hand an agreed event to the handler.
+    Event(Event),
+    /// Nothing to answer.
+    Ignore,
+    /// Say this, then close the connection.
+    Close(Message),
+    /// The client is gone.
+    End,
+}
+
+/// Decides what to do with what the client sent after its hello.
+fn step(read: std::io::Result<Read>, shared: &Shared, peer: &PeerInfo) -> Step {
+    match read {
+        Err(_) | Ok(Read::Eof) => Step::End,
+        Ok(Read::TooLong) => Step::Close(Message::Error {
+            message: too_long_message(),
+        }),
+        Ok(Read::Malformed {
+            reason,
+            id: Some(id),
+        }) => Step::Reply(Message::error_response(
+            id,
+            ErrorCode::InvalidRequest,
+            reason,
+        )),
+        Ok(Read::Malformed { reason, id: None }) => Step::Reply(Message::Error { message: reason }),
+        Ok(Read::Message(Message::Request { id, method, params })) => match method.as_str() {
+            "tools/list" => Step::Reply(Message::result(id, shared.table().list().clone())),
+            "tools/call" => match parse_call(params) {
+                Ok((name, arguments)) => Step::Call {
+                    id,
+                    name,
+                    arguments,
+                },
+                Err(reason) => Step::Reply(Message::error_response(
+                    id,
+                    ErrorCode::InvalidRequest,
+                    reason,
+                )),
+            },
+            other => Step::Reply(Message::error_response(
+                id,
+                ErrorCode::UnknownMethod,
+                format!("unknown method {other}; the methods are tools/list and tools/call"),
+            )),
+        },
+        Ok(Read::Message(Message::Hello { .. })) => Step::Reply(Message::Error {
+            message: "hello was already received on this connection".into(),
+        }),
+        Ok(Read::Message(Message::Event { name, params })) => {
+            match client_event(peer, name, params) {
+                Ok(event) => Step::Event(event),
+                Err(message) => Step::Reply(Message::Error { message }),
+            }
+        }
+        Ok(Read::Message(Message::Error { message })) => {
+            tracing::debug!(%message, "the client reported an error");
+            Step::Ignore
+        }
+        Ok(Read::Message(other)) => Step::Reply(Message::Error {
+            message: format!("a client does not send {} messages", kind(&other)),
+        }),
+    }
 }
 
 /// Completes once shutdown has begun. (Not `wait_for` in a `select!`: its
