@@ -775,7 +775,16 @@ mod sasl {
     async fn a_network_without_sasl_is_refused(kind: ServerKind) {
         let server = IrcServer::start(kind, ServerOptions::default()).await;
         let bridge = sasl_bridge(&server, ACCOUNT, PASSWORD).await;
-        let result = call(&bridge.client, "list_channels", json!({})).await;
+        // Until the server has answered CAP LS, the connection is still
+        // "connecting"; the refusal follows within a moment.
+        let deadline = tokio::time::Instant::now() + WAIT;
+        let result = loop {
+            let result = call(&bridge.client, "list_channels", json!({})).await;
+            if !text(&result).contains("is connecting") || tokio::time::Instant::now() > deadline {
+                break result;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
         assert!(is_error(&result), "{}", text(&result));
         assert!(
             text(&result).contains(
