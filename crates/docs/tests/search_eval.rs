@@ -1,7 +1,9 @@
 //! Ranking quality of `search_docs` on real llms.txt files (`eval/`):
 //! precision@1, precision@3 and MRR of our index next to a textbook BM25
 //! over the same entries, per site, per half and overall. Run with
-//! `--nocapture` to see the table.
+//! `--nocapture` to see the table; with `SEARCH_EVAL_MISSES=tuning` (or
+//! `held-out`, or `all`) it also lists that half's questions whose first
+//! result is not a right page.
 
 mod eval;
 
@@ -48,6 +50,31 @@ fn every_right_page_is_a_link_of_its_site() {
     assert!(total >= 300, "{total} questions");
 }
 
+fn show_misses(half: Half) -> bool {
+    match std::env::var("SEARCH_EVAL_MISSES").as_deref() {
+        Ok("all") => true,
+        Ok("tuning") => half == Half::Tuning,
+        Ok("held-out") => half == Half::HeldOut,
+        _ => false,
+    }
+}
+
+fn print_misses(site: &eval::Site, index: &Index) {
+    use eval::Ranker;
+    for q in &site.queries {
+        let ranked = index.rank(&q.text, 3);
+        if ranked
+            .first()
+            .is_none_or(|u| !q.relevant.iter().any(|r| r == u))
+        {
+            println!(
+                "  {}: {:?}\n    got  {ranked:?}\n    want {:?}",
+                site.name, q.text, q.relevant
+            );
+        }
+    }
+}
+
 fn row(name: &str, n: usize, ours: &Scores, bm25: &Scores) {
     let (o1, o3, orr, ideal) = ours.mean();
     let (b1, b3, brr, _) = bm25.mean();
@@ -70,7 +97,11 @@ fn ranking_beats_bm25_on_real_sites() {
     let mut halves = [(Scores::default(), Scores::default()); 2];
     let mut all = (Scores::default(), Scores::default());
     for site in &sites {
-        let ours = score(site, &Index::build(site.entries.clone()));
+        let index = Index::build(site.entries.clone());
+        if show_misses(site.half) {
+            print_misses(site, &index);
+        }
+        let ours = score(site, &index);
         let bm25 = score(site, &Bm25::build(&site.entries));
         let label = format!(
             "{} ({})",
