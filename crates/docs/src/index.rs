@@ -84,9 +84,11 @@ pub struct Index {
     entries: Vec<Entry>,
     /// Per term: (entry, precomputed score), by entry.
     postings: Vec<Vec<(u32, f32)>>,
-    /// Per entry: the distinct terms of its title and of its URL's last
-    /// path segment, sorted (for [`coverage`]).
-    names: Vec<[Box<[u32]>; 2]>,
+    /// The distinct terms of every entry's title, then of its URL's last
+    /// path segment, each run sorted (for [`coverage`]); `name_spans[i]`
+    /// is where entry i's title run ends and its segment run ends.
+    name_terms: Vec<u32>,
+    name_spans: Vec<(u32, u32)>,
     analyzer: Analyzer,
 }
 
@@ -113,12 +115,16 @@ impl Index {
         // Section names repeat across many entries; analyse each once.
         let mut sections: HashMap<&str, Vec<u32>, FastHash> = HashMap::default();
         let mut scratch = Vec::new();
-        let mut names: Vec<[Box<[u32]>; 2]> = Vec::with_capacity(entries.len());
+        let mut name_terms: Vec<u32> = Vec::new();
+        let mut name_spans: Vec<(u32, u32)> = Vec::with_capacity(entries.len());
         for (doc, entry) in entries.iter().enumerate() {
             let stamp = doc as u32 + 1;
             let mut length = [0u32; FIELDS];
-            let mut title_terms: Vec<u32> = Vec::new();
             let path = url_path(&entry.url);
+            let segment = last_segment(path);
+            // `segment` is a slice of `path`: what comes before and after it.
+            let at = segment.as_ptr() as usize - path.as_ptr() as usize;
+            let (folders, rest) = (&path[..at], &path[at + segment.len()..]);
             for (field, text) in [&entry.title, &entry.section, &entry.notes, path]
                 .into_iter()
                 .enumerate()
@@ -131,8 +137,15 @@ impl Index {
                         terms
                     });
                     scratch.extend_from_slice(terms);
+                } else if field == URL_FIELD {
+                    // The last segment apart, to keep its terms as a name too.
+                    analyzer.analyze(folders, true, &mut scratch);
+                    let start = scratch.len();
+                    analyzer.analyze(segment, true, &mut scratch);
+                    push_name(&mut name_terms, &scratch[start..]);
+                    analyzer.analyze(rest, true, &mut scratch);
                 } else {
-                    analyzer.analyze(text, field == URL_FIELD, &mut scratch);
+                    analyzer.analyze(text, false, &mut scratch);
                 }
                 if field == URL_FIELD {
                     // A path repeats words (`/api/job/JobQueue/push`); count each once.
@@ -141,8 +154,8 @@ impl Index {
                 }
                 length[field] = scratch.len() as u32;
                 if field == TITLE_FIELD {
-                    title_terms.clear();
-                    title_terms.extend_from_slice(&scratch);
+                    push_name(&mut name_terms, &scratch);
+                    name_spans.push((name_terms.len() as u32, 0));
                 }
                 for &term in &scratch {
                     let t = term as usize;
@@ -162,13 +175,7 @@ impl Index {
             }
             spans.push(pairs.len());
             lengths.push(length);
-            title_terms.sort_unstable();
-            title_terms.dedup();
-            let mut slug = Vec::new();
-            analyzer.analyze(last_segment(path), true, &mut slug);
-            slug.sort_unstable();
-            slug.dedup();
-            names.push([title_terms.into(), slug.into()]);
+            name_spans[doc].1 = name_terms.len() as u32;
         }
         let n = entries.len().max(1) as f32;
         let mut average = [0f32; FIELDS];
@@ -213,9 +220,23 @@ impl Index {
         Self {
             entries,
             postings,
-            names,
+            name_terms,
+            name_spans,
             analyzer,
         }
+    }
+
+    /// The title terms and the last-segment terms of entry `doc`.
+    fn names(&self, doc: u32) -> (&[u32], &[u32]) {
+        let start = match doc.checked_sub(1) {
+            Some(before) => self.name_spans[before as usize].1,
+            None => 0,
+        } as usize;
+        let (title_end, end) = self.name_spans[doc as usize];
+        (
+            &self.name_terms[start..title_end as usize],
+            &self.name_terms[title_end as usize..end as usize],
+        )
     }
 
     pub fn entries(&self) -> &[Entry] {
@@ -259,7 +280,7 @@ impl Index {
         let mut query_ids: Vec<u32> = terms.iter().map(|&(t, _)| t).collect();
         query_ids.sort_unstable();
         for &doc in &touched {
-            let [title, slug] = &self.names[doc as usize];
+            let (title, slug) = self.names(doc);
             let covered = coverage(title, &query_ids).max(coverage(slug, &query_ids));
             scores[doc as usize] *= 1.0 + NAME_BOOST * covered * covered;
         }
@@ -297,6 +318,21 @@ const URL_FIELD: usize = 3;
 /// square of the share named.
 const NAME_BOOST: f32 = 0.5;
 
+/// Appends the distinct terms of `terms`, sorted, to `out`.
+fn push_name(out: &mut Vec<u32>, terms: &[u32]) {
+    let start = out.len();
+    out.extend_from_slice(terms);
+    out[start..].sort_unstable();
+    let mut kept = start;
+    for i in start..out.len() {
+        if kept == start || out[i] != out[kept - 1] {
+            out[kept] = out[i];
+            kept += 1;
+        }
+    }
+    out.truncate(kept);
+}
+
 /// Orders entry numbers best score first, then in file order.
 fn by_score(scores: &[f32]) -> impl Fn(&u32, &u32) -> std::cmp::Ordering + '_ {
     |a, b| {
@@ -321,8 +357,9 @@ fn coverage(name: &[u32], query: &[u32]) -> f32 {
 /// The last non-empty segment of a URL path: `/api/x/get-tweet/` →
 /// `get-tweet`.
 fn last_segment(path: &str) -> &str {
-    let path = path.split(['?', '#']).next().unwrap_or("");
-    path.trim_end_matches('/').rsplit('/').next().unwrap_or("")
+    let end = path.find(['?', '#']).unwrap_or(path.len());
+    let trimmed = path[..end].trim_end_matches('/');
+    &trimmed[trimmed.rfind('/').map_or(0, |i| i + 1)..]
 }
 
 /// The path of a URL (what is worth indexing: the host is the same for a
@@ -938,6 +975,15 @@ mod tests {
         let a: Vec<char> = a.chars().collect();
         let b: Vec<char> = b.chars().collect();
         EditRows::default().distance(&a, &b, most)
+    }
+
+    #[test]
+    fn last_segments_of_paths() {
+        assert_eq!(last_segment("/api/x/get-tweet"), "get-tweet");
+        assert_eq!(last_segment("/docs/guides/jobs/"), "jobs");
+        assert_eq!(last_segment("/a/b.md?x=1#top"), "b.md");
+        assert_eq!(last_segment("/"), "");
+        assert_eq!(last_segment(""), "");
     }
 
     #[test]
