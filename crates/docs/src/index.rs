@@ -9,6 +9,17 @@
 //! frequencies, normalised by field length, weighted, summed and saturated
 //! once per term. Every (term, entry) score is computed when the index is
 //! built, so a query only adds up posting lists.
+//!
+//! On top of BM25F, an entry whose name (its title, or the last segment of
+//! its URL path, `get-tweet`) is all in the query ranks higher: its score is
+//! multiplied by 1 + 0.5 × (share of the name's terms in the query)². Query
+//! words the index lacks still find something: two adjacent words written
+//! as one (`fine tuning` → `finetuning`), the initials of three or four
+//! (`retrieval augmented generation` → `rag`), and, at a lower weight, the
+//! index words a misspelt or cut word nearly spells (`websokets`,
+//! `kewyord`, `pick` → `picker`). `cargo test -p switchboard-docs --test
+//! search_eval -- --nocapture` measures all this against a plain BM25 on
+//! real llms.txt files (`eval/`).
 
 use std::{
     collections::HashMap,
@@ -63,12 +74,21 @@ const FIELDS: usize = 4;
 const OPTIONAL_FACTOR: f32 = 0.85;
 /// Query words beyond this are ignored.
 const MAX_QUERY_TERMS: usize = 32;
+/// The weight of an index word found for a query word the index lacks.
+const FUZZY_WEIGHT: f32 = 0.7;
+/// The most index words one unknown query word stands for.
+const MAX_NEAR_TERMS: usize = 4;
 
 /// An immutable BM25F index over [`Entry`]s.
 pub struct Index {
     entries: Vec<Entry>,
     /// Per term: (entry, precomputed score), by entry.
     postings: Vec<Vec<(u32, f32)>>,
+    /// The distinct terms of every entry's title, then of its URL's last
+    /// path segment, each run sorted (for [`coverage`]); `name_spans[i]`
+    /// is where entry i's title run ends and its segment run ends.
+    name_terms: Vec<u32>,
+    name_spans: Vec<(u32, u32)>,
     analyzer: Analyzer,
 }
 
@@ -95,10 +115,16 @@ impl Index {
         // Section names repeat across many entries; analyse each once.
         let mut sections: HashMap<&str, Vec<u32>, FastHash> = HashMap::default();
         let mut scratch = Vec::new();
+        let mut name_terms: Vec<u32> = Vec::new();
+        let mut name_spans: Vec<(u32, u32)> = Vec::with_capacity(entries.len());
         for (doc, entry) in entries.iter().enumerate() {
             let stamp = doc as u32 + 1;
             let mut length = [0u32; FIELDS];
             let path = url_path(&entry.url);
+            let segment = last_segment(path);
+            // `segment` is a slice of `path`: what comes before and after it.
+            let at = segment.as_ptr() as usize - path.as_ptr() as usize;
+            let (folders, rest) = (&path[..at], &path[at + segment.len()..]);
             for (field, text) in [&entry.title, &entry.section, &entry.notes, path]
                 .into_iter()
                 .enumerate()
@@ -111,8 +137,15 @@ impl Index {
                         terms
                     });
                     scratch.extend_from_slice(terms);
+                } else if field == URL_FIELD {
+                    // The last segment apart, to keep its terms as a name too.
+                    analyzer.analyze(folders, true, &mut scratch);
+                    let start = scratch.len();
+                    analyzer.analyze(segment, true, &mut scratch);
+                    push_name(&mut name_terms, &scratch[start..]);
+                    analyzer.analyze(rest, true, &mut scratch);
                 } else {
-                    analyzer.analyze(text, field == URL_FIELD, &mut scratch);
+                    analyzer.analyze(text, false, &mut scratch);
                 }
                 if field == URL_FIELD {
                     // A path repeats words (`/api/job/JobQueue/push`); count each once.
@@ -120,6 +153,10 @@ impl Index {
                     scratch.dedup();
                 }
                 length[field] = scratch.len() as u32;
+                if field == TITLE_FIELD {
+                    push_name(&mut name_terms, &scratch);
+                    name_spans.push((name_terms.len() as u32, 0));
+                }
                 for &term in &scratch {
                     let t = term as usize;
                     if slot.len() <= t {
@@ -138,6 +175,7 @@ impl Index {
             }
             spans.push(pairs.len());
             lengths.push(length);
+            name_spans[doc].1 = name_terms.len() as u32;
         }
         let n = entries.len().max(1) as f32;
         let mut average = [0f32; FIELDS];
@@ -182,8 +220,23 @@ impl Index {
         Self {
             entries,
             postings,
+            name_terms,
+            name_spans,
             analyzer,
         }
+    }
+
+    /// The title terms and the last-segment terms of entry `doc`.
+    fn names(&self, doc: u32) -> (&[u32], &[u32]) {
+        let start = match doc.checked_sub(1) {
+            Some(before) => self.name_spans[before as usize].1,
+            None => 0,
+        } as usize;
+        let (title_end, end) = self.name_spans[doc as usize];
+        (
+            &self.name_terms[start..title_end as usize],
+            &self.name_terms[title_end as usize..end as usize],
+        )
     }
 
     pub fn entries(&self) -> &[Entry] {
@@ -204,28 +257,39 @@ impl Index {
         let terms = self.analyzer.query_terms(query);
         let mut scores = vec![0f32; self.entries.len()];
         let mut touched: Vec<u32> = Vec::new();
-        for term in terms {
+        for &(term, weight) in &terms {
             for &(doc, score) in &self.postings[term as usize] {
                 let slot = &mut scores[doc as usize];
                 if *slot == 0.0 {
                     touched.push(doc);
                 }
-                *slot += score;
+                *slot += score * weight;
             }
         }
         if let Some(source) = source {
             touched.retain(|&d| self.entries[d as usize].source == source);
         }
-        let better = |a: &u32, b: &u32| {
-            scores[*b as usize]
-                .total_cmp(&scores[*a as usize])
-                .then(a.cmp(b))
-        };
+        // The name boost at most multiplies a score by `most`, so entries
+        // below the limit-th score divided by that cannot reach the top.
+        let most = 1.0 + NAME_BOOST;
+        if limit > 0 && touched.len() > limit {
+            let (_, kth, _) = touched.select_nth_unstable_by(limit - 1, by_score(&scores));
+            let floor = scores[*kth as usize];
+            touched.retain(|&d| scores[d as usize] * most >= floor);
+        }
+        let mut query_ids: Vec<u32> = terms.iter().map(|&(t, _)| t).collect();
+        query_ids.sort_unstable();
+        for &doc in &touched {
+            let (title, slug) = self.names(doc);
+            let covered = coverage(title, &query_ids).max(coverage(slug, &query_ids));
+            scores[doc as usize] *= 1.0 + NAME_BOOST * covered * covered;
+        }
+        let better = by_score(&scores);
         if touched.len() > limit && limit > 0 {
-            touched.select_nth_unstable_by(limit - 1, better);
+            touched.select_nth_unstable_by(limit - 1, &better);
             touched.truncate(limit);
         }
-        touched.sort_unstable_by(better);
+        touched.sort_unstable_by(&better);
         touched.truncate(limit);
         touched
             .into_iter()
@@ -245,8 +309,58 @@ impl Index {
     }
 }
 
+const TITLE_FIELD: usize = 0;
 const SECTION_FIELD: usize = 1;
 const URL_FIELD: usize = 3;
+
+/// How much an entry whose whole name (title or last URL segment) is in
+/// the query gains over its BM25F score; a partly named one gains by the
+/// square of the share named.
+const NAME_BOOST: f32 = 0.5;
+
+/// Appends the distinct terms of `terms`, sorted, to `out`.
+fn push_name(out: &mut Vec<u32>, terms: &[u32]) {
+    let start = out.len();
+    out.extend_from_slice(terms);
+    out[start..].sort_unstable();
+    let mut kept = start;
+    for i in start..out.len() {
+        if kept == start || out[i] != out[kept - 1] {
+            out[kept] = out[i];
+            kept += 1;
+        }
+    }
+    out.truncate(kept);
+}
+
+/// Orders entry numbers best score first, then in file order.
+fn by_score(scores: &[f32]) -> impl Fn(&u32, &u32) -> std::cmp::Ordering + '_ {
+    |a, b| {
+        scores[*b as usize]
+            .total_cmp(&scores[*a as usize])
+            .then(a.cmp(b))
+    }
+}
+
+/// The share of `name`'s terms that are among `query`'s (both sorted).
+fn coverage(name: &[u32], query: &[u32]) -> f32 {
+    if name.is_empty() {
+        return 0.0;
+    }
+    let found = name
+        .iter()
+        .filter(|t| query.binary_search(t).is_ok())
+        .count();
+    found as f32 / name.len() as f32
+}
+
+/// The last non-empty segment of a URL path: `/api/x/get-tweet/` →
+/// `get-tweet`.
+fn last_segment(path: &str) -> &str {
+    let end = path.find(['?', '#']).unwrap_or(path.len());
+    let trimmed = path[..end].trim_end_matches('/');
+    &trimmed[trimmed.rfind('/').map_or(0, |i| i + 1)..]
+}
 
 /// The path of a URL (what is worth indexing: the host is the same for a
 /// whole source).
@@ -328,26 +442,141 @@ impl Analyzer {
         self.buffer = buffer;
     }
 
-    /// The distinct ids of the query's terms that occur in the index.
-    fn query_terms(&self, query: &str) -> Vec<u32> {
-        let mut terms: Vec<u32> = Vec::new();
-        let mut seen = 0;
+    /// The distinct ids of the query's terms that occur in the index, each
+    /// with its weight: 1 for a word of the index (as it is or stemmed),
+    /// for two adjacent words written as one (`fine tuning` → `finetuning`)
+    /// and for the initials of three or four (`retrieval augmented
+    /// generation` → `rag`); [`FUZZY_WEIGHT`] for index words that a word
+    /// not in the index starts or nearly spells (`websokets` → `websockets`).
+    fn query_terms(&self, query: &str) -> Vec<(u32, f32)> {
+        let mut words: Vec<String> = Vec::new();
         for_each_word(query, &mut String::new(), |word| {
-            seen += 1;
-            if seen > MAX_QUERY_TERMS {
-                return;
-            }
-            let id = match self.words.get(word) {
-                Some(&id) => Some(id),
-                None => self.stems.get(&stem_word(&self.stemmer, word)).copied(),
-            };
-            if let Some(id) = id
-                && !terms.contains(&id)
-            {
-                terms.push(id);
+            if words.len() < MAX_QUERY_TERMS {
+                words.push(word.to_owned());
             }
         });
+        let mut terms: Vec<(u32, f32)> = Vec::new();
+        let mut add = |id: u32, weight: f32| match terms.iter_mut().find(|(t, _)| *t == id) {
+            Some((_, w)) => *w = w.max(weight),
+            None => terms.push((id, weight)),
+        };
+        for word in &words {
+            match self.term_of(word) {
+                Some(id) => add(id, 1.0),
+                None => {
+                    for id in self.near_terms(word) {
+                        add(id, FUZZY_WEIGHT);
+                    }
+                }
+            }
+        }
+        for pair in words.windows(2) {
+            if let Some(&id) = self.words.get(&format!("{}{}", pair[0], pair[1])) {
+                add(id, 1.0);
+            }
+        }
+        for len in 3..=4 {
+            for run in words.windows(len) {
+                let initials: String = run.iter().filter_map(|w| w.chars().next()).collect();
+                if let Some(&id) = self.words.get(&initials) {
+                    add(id, 1.0);
+                }
+            }
+        }
         terms
+    }
+
+    /// The term of `word` as it is or stemmed, if the index has it.
+    fn term_of(&self, word: &str) -> Option<u32> {
+        self.words
+            .get(word)
+            .or_else(|| self.stems.get(&stem_word(&self.stemmer, word)))
+            .copied()
+    }
+
+    /// The terms of the index words closest to `word`, which the index
+    /// lacks: the words it starts and at most three letters longer (`pick`
+    /// → `picker`; the word has at least four letters), else those one
+    /// edit away (two for words of eight letters or more; a swap of
+    /// neighbours is one edit). At most [`MAX_NEAR_TERMS`].
+    fn near_terms(&self, word: &str) -> Vec<u32> {
+        let letters = word.chars().count();
+        if letters < 4 || word.bytes().any(|b| b.is_ascii_digit()) {
+            return Vec::new();
+        }
+        let most = if letters >= 8 { 2 } else { 1 };
+        let ascii = word.is_ascii();
+        let chars: Vec<char> = word.chars().collect();
+        let mut rows = EditRows::default();
+        let mut best: Vec<(usize, &str, u32)> = Vec::new();
+        for (candidate, &id) in &self.words {
+            let longer = candidate.len() > word.len() && candidate.len() <= word.len() + 3;
+            let distance = if longer && candidate.starts_with(word) {
+                Some(1)
+            } else if ascii && candidate.is_ascii() {
+                rows.distance(word.as_bytes(), candidate.as_bytes(), most)
+            } else {
+                let other: Vec<char> = candidate.chars().collect();
+                rows.distance(&chars, &other, most)
+            };
+            if let Some(distance) = distance {
+                best.push((distance, candidate, id));
+            }
+        }
+        // Closest first, then shortest, then alphabetical: the same answer
+        // whatever the map's order.
+        best.sort_unstable_by(|a, b| (a.0, a.1.len(), a.1).cmp(&(b.0, b.1.len(), b.1)));
+        let closest = best.first().map_or(0, |b| b.0);
+        let mut ids: Vec<u32> = Vec::new();
+        for (_, _, id) in best.into_iter().take_while(|b| b.0 == closest) {
+            if !ids.contains(&id) && ids.len() < MAX_NEAR_TERMS {
+                ids.push(id);
+            }
+        }
+        ids
+    }
+}
+
+/// Three rows of the optimal-string-alignment distance table (insertions,
+/// deletions, substitutions and swaps of neighbours; two rows back, one
+/// back, current), kept between calls so that scanning a vocabulary
+/// allocates nothing.
+#[derive(Default)]
+struct EditRows([Vec<usize>; 3]);
+
+impl EditRows {
+    /// The distance between `a` and `b`, if at most `most`.
+    fn distance<T: PartialEq>(&mut self, a: &[T], b: &[T], most: usize) -> Option<usize> {
+        if a.len().abs_diff(b.len()) > most {
+            return None;
+        }
+        let [two, one, row] = &mut self.0;
+        for r in [&mut *two, &mut *one, &mut *row] {
+            r.clear();
+            r.resize(b.len() + 1, 0);
+        }
+        for (j, cell) in one.iter_mut().enumerate() {
+            *cell = j;
+        }
+        for i in 1..=a.len() {
+            row[0] = i;
+            let mut lowest = i;
+            for j in 1..=b.len() {
+                let cost = usize::from(a[i - 1] != b[j - 1]);
+                let mut d = (one[j] + 1).min(row[j - 1] + 1).min(one[j - 1] + cost);
+                if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                    d = d.min(two[j - 2] + 1);
+                }
+                row[j] = d;
+                lowest = lowest.min(d);
+            }
+            if lowest > most {
+                return None;
+            }
+            std::mem::swap(two, one);
+            std::mem::swap(one, row);
+        }
+        Some(one[b.len()]).filter(|&d| d <= most)
     }
 }
 
@@ -651,5 +880,119 @@ mod tests {
             index.search("redis", 2, None)[0].entry.url,
             "https://x.org/b"
         );
+    }
+
+    fn titles<'a>(hits: &[Hit<'a>]) -> Vec<&'a str> {
+        hits.iter().map(|h| h.entry.title.as_str()).collect()
+    }
+
+    #[test]
+    fn an_entry_named_by_the_query_ranks_first() {
+        let index = Index::build(vec![
+            entry(
+                "Tweet search and filtering",
+                "https://x.org/guides/tweet-search-filters",
+                "Guides",
+                "Search tweets: search tweets by date, search tweets by user, search tweets with operators",
+            ),
+            entry(
+                "Search Tweets",
+                "https://x.org/api/search-tweets",
+                "API",
+                "",
+            ),
+            entry(
+                "Get user timeline",
+                "https://x.org/api/user-tweets",
+                "API",
+                "",
+            ),
+            entry("Get user likes", "https://x.org/api/user-likes", "API", ""),
+        ]);
+        // The first entry says "search" more often; the second is named by the query.
+        assert_eq!(
+            titles(&index.search("search tweets", 3, None))[0],
+            "Search Tweets"
+        );
+        // The last URL segment names a page as well as its title does.
+        assert_eq!(
+            titles(&index.search("user tweets", 3, None))[0],
+            "Get user timeline"
+        );
+    }
+
+    #[test]
+    fn misspelt_words_find_the_word_they_nearly_spell() {
+        let index = Index::build(vec![
+            entry(
+                "WebSockets",
+                "https://x.org/ws",
+                "Guides",
+                "Realtime updates",
+            ),
+            entry("Keyword monitors", "https://x.org/kw", "API", "Alerts"),
+            entry("Giveaway picker", "https://x.org/draw", "API", ""),
+            entry(
+                "Routes",
+                "https://x.org/routes",
+                "Guides",
+                "Path parameters",
+            ),
+        ]);
+        for (query, want) in [
+            ("websokets", "WebSockets"),
+            ("kewyord monitor", "Keyword monitors"),
+            ("pick a winner", "Giveaway picker"),
+        ] {
+            let hits = index.search(query, 4, None);
+            assert_eq!(titles(&hits).first(), Some(&want), "{query}");
+        }
+        // Words of the index are taken as they are, never as near misses.
+        assert_eq!(index.search("route", 4, None).len(), 1);
+        // Short and unrelated words find nothing.
+        assert!(index.search("wbs", 4, None).is_empty());
+        assert!(index.search("zzzzzzzz", 4, None).is_empty());
+    }
+
+    #[test]
+    fn split_compounds_and_spelt_out_acronyms_match() {
+        let index = Index::build(vec![
+            entry("Finetuning updates", "https://x.org/finetuning", "", ""),
+            entry("RAG agent", "https://x.org/rag-agent", "", ""),
+            entry("Coding agent", "https://x.org/coding-agent", "", ""),
+        ]);
+        assert_eq!(
+            titles(&index.search("fine tuning jobs", 3, None)),
+            ["Finetuning updates"]
+        );
+        assert_eq!(
+            titles(&index.search("retrieval augmented generation agent", 3, None))[0],
+            "RAG agent"
+        );
+    }
+
+    fn edit_distance(a: &str, b: &str, most: usize) -> Option<usize> {
+        let a: Vec<char> = a.chars().collect();
+        let b: Vec<char> = b.chars().collect();
+        EditRows::default().distance(&a, &b, most)
+    }
+
+    #[test]
+    fn last_segments_of_paths() {
+        assert_eq!(last_segment("/api/x/get-tweet"), "get-tweet");
+        assert_eq!(last_segment("/docs/guides/jobs/"), "jobs");
+        assert_eq!(last_segment("/a/b.md?x=1#top"), "b.md");
+        assert_eq!(last_segment("/"), "");
+        assert_eq!(last_segment(""), "");
+    }
+
+    #[test]
+    fn edit_distance_counts_swaps_as_one_edit() {
+        assert_eq!(edit_distance("keyword", "kewyord", 1), Some(1));
+        assert_eq!(edit_distance("search", "serch", 1), Some(1));
+        assert_eq!(edit_distance("kubernetes", "kuberentes", 2), Some(1));
+        assert_eq!(edit_distance("abc", "abc", 0), Some(0));
+        assert_eq!(edit_distance("monitor", "mentor", 1), None);
+        assert_eq!(edit_distance("été", "ete", 2), Some(2));
     }
 }

@@ -293,6 +293,12 @@ impl Library {
         })
     }
 
+    /// The index as last built, without loading anything: what the cache
+    /// gave the last successful [`Library::load`] (empty before the first).
+    pub(crate) fn cached_catalog(&self) -> Arc<Catalog> {
+        self.lock().catalog.clone()
+    }
+
     /// The source whose hosts include `url`.
     pub(crate) fn source_of(&self, raw: &str) -> Result<(usize, Url), DocsError> {
         let url = Url::parse(raw.trim()).map_err(|_| DocsError::BadUrl {

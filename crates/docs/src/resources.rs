@@ -51,10 +51,23 @@ pub struct DocResourceContents {
 impl DocsTools {
     /// Every source's llms.txt and every page it links, loading the
     /// llms.txt files first (through the cache). A source that cannot be
-    /// loaded contributes nothing; only when none can is it an error.
-    pub async fn list_resources(&self) -> Result<Vec<DocResource>, DocsError> {
+    /// loaded contributes the pages of its last loaded copy, if any; the
+    /// failure is logged, not returned, so that a client listing resources
+    /// at start-up sees a working server (the tools report the failure).
+    pub async fn list_resources(&self) -> Vec<DocResource> {
         let library = &self.library;
-        let loaded = library.load(None).await?;
+        let catalog = match library.load(None).await {
+            Ok(loaded) => {
+                for warning in &loaded.warnings {
+                    tracing::warn!("docs resources: {warning}");
+                }
+                loaded.catalog
+            }
+            Err(error) => {
+                tracing::warn!("docs resources: listing only cached pages: {error}");
+                library.cached_catalog()
+            }
+        };
         let mut out: Vec<DocResource> = (0..library.source_names().len())
             .map(|i| DocResource {
                 uri: library.source_llms_txt(i).to_string(),
@@ -66,7 +79,7 @@ impl DocsTools {
                 mime_type: MARKDOWN.into(),
             })
             .collect();
-        out.extend(loaded.catalog.index.entries().iter().map(|e| DocResource {
+        out.extend(catalog.index.entries().iter().map(|e| DocResource {
             uri: e.url.clone(),
             name: if e.title.is_empty() {
                 e.url.clone()
@@ -76,7 +89,7 @@ impl DocsTools {
             description: (!e.notes.is_empty()).then(|| e.notes.clone()),
             mime_type: MARKDOWN.into(),
         }));
-        Ok(out)
+        out
     }
 
     /// One template per source: any URL under the origin of its llms.txt.
@@ -125,10 +138,7 @@ impl ResourceSource for DocsTools {
     }
 
     fn list(&self) -> Pin<Box<dyn Future<Output = Result<Vec<Resource>, String>> + Send + '_>> {
-        Box::pin(async move {
-            let list = self.list_resources().await.map_err(|e| e.to_string())?;
-            list.iter().map(to_model).collect()
-        })
+        Box::pin(async move { self.list_resources().await.iter().map(to_model).collect() })
     }
 
     fn templates(&self) -> Vec<ResourceTemplate> {

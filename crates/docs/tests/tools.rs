@@ -511,7 +511,7 @@ async fn no_sources_configured_is_a_clear_error() {
 async fn docs_pages_are_resources() {
     let site = TestSite::start().await;
     let tools = tools_for(&site, "");
-    let resources = tools.list_resources().await.unwrap();
+    let resources = tools.list_resources().await;
     assert_eq!(resources[0].uri, site.url("/llms.txt"));
     assert_eq!(resources[0].name, "imqueue llms.txt");
     assert!(resources.len() > 300);
@@ -567,4 +567,21 @@ async fn docs_pages_are_resources() {
         Err(DocsError::NotAllowed { .. }) => {}
         other => panic!("expected NotAllowed, got {other:?}"),
     }
+}
+
+#[tokio::test]
+async fn resources_list_what_is_cached_when_the_site_is_down() {
+    // Never reached: the llms.txt alone, no error.
+    let site = TestSite::start().await;
+    let tools = tools_for(&site, "ttl_s = 0");
+    site.set_down(true);
+    let resources = tools.list_resources().await;
+    let uris: Vec<&str> = resources.iter().map(|r| r.uri.as_str()).collect();
+    assert_eq!(uris, [site.url("/llms.txt")]);
+
+    // Loaded once, then down: the pages of the copy it holds.
+    site.set_down(false);
+    assert!(tools.list_resources().await.len() > 300);
+    site.set_down(true);
+    assert!(tools.list_resources().await.len() > 300);
 }

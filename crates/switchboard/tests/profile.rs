@@ -229,6 +229,64 @@ async fn catalog_and_templates_answer_offline() {
     assert!(setup.calls().is_empty());
 }
 
+/// A loopback port nothing listens on: bound, then released.
+fn closed_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+#[tokio::test]
+async fn resources_list_answers_while_the_docs_site_is_unreachable() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = closed_port();
+    let config = dir.path().join("override.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[docs.sources]]\nname = \"imqueue\"\nllms_txt = \"http://127.0.0.1:{port}/llms.txt\"\nhttp_hosts = [\"127.0.0.1:{port}\"]\ntimeout_s = 2\n"
+        ),
+    )
+    .unwrap();
+    let log = dir.path().join("switchboard.log");
+    let client = stdio_client_with(
+        &[
+            "--profile",
+            "imqueue",
+            "--config",
+            config.to_str().unwrap(),
+            "--log-file",
+            log.to_str().unwrap(),
+        ],
+        &[("PATH", "/usr/bin:/bin")],
+        ProtocolVersion::V_2025_11_25,
+    )
+    .await;
+
+    // A client listing resources at start-up gets an answer, not an error:
+    // the source's llms.txt, and no pages, since none could be loaded.
+    let resources = tokio::time::timeout(Duration::from_secs(20), client.list_all_resources())
+        .await
+        .expect("resources/list answers in time")
+        .expect("resources/list succeeds");
+    let uris: Vec<&str> = resources.iter().map(|r| r.uri.as_str()).collect();
+    assert_eq!(uris, [format!("http://127.0.0.1:{port}/llms.txt")]);
+
+    // The tools still say what is wrong.
+    let found = call(&client, "search_docs", json!({"query": "expose a method"})).await;
+    assert!(is_error(&found), "{}", text(&found));
+    assert!(
+        text(&found).contains("cannot load its llms.txt"),
+        "{}",
+        text(&found)
+    );
+    // And the listing's failure is in the log.
+    let logged = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        logged.contains("WARN") && logged.contains("cannot load its llms.txt"),
+        "log: {logged}"
+    );
+}
+
 #[tokio::test]
 async fn cli_actions_are_dry_runs_unless_applied_and_refuse_option_injection() {
     let setup = Setup::new("").await;
