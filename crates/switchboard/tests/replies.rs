@@ -55,12 +55,13 @@ async fn write_history(path: &Path) {
         let text = format!("{} #{i}", TEXTS[i % TEXTS.len()]);
         batch.push(message("#a", nick, text, i as i64 * 7, kind));
     }
-    for i in 0..3 {
+    for (i, text) in TEXTS.iter().take(3).enumerate() {
+        let t = 1000 + i as i64;
         batch.push(message(
             "#B",
             "eve",
-            TEXTS[i].to_owned(),
-            1000 + i as i64,
+            (*text).to_owned(),
+            t,
             SenderKind::Agent,
         ));
     }
