@@ -24,7 +24,9 @@ use rmcp::{
     service::{NotificationContext, RequestContext},
 };
 use serde_json::Value;
-use switchboard_toolset::{Caller, Grant, Notification, Progress, Registry};
+use switchboard_toolset::{
+    Caller, Grant, Notification, Progress, Registry, ToolError, ToolOutput, into_call_result,
+};
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 /// Tracks in-flight tool calls so shutdown can let them finish.
@@ -111,6 +113,16 @@ impl McpServer {
         self.call_as(&self.caller, name, arguments).await
     }
 
+    /// Like [`McpServer::call`], with the tool's own outcome, for a
+    /// transport that writes the result itself.
+    pub async fn run(
+        &self,
+        name: &str,
+        arguments: JsonObject,
+    ) -> Result<Result<ToolOutput, ToolError>, ErrorData> {
+        self.run_as(&self.caller, name, arguments).await
+    }
+
     /// Runs a tool for `caller` (this handler's, with per-call details such
     /// as progress reporting), unless shutdown has begun.
     async fn call_as(
@@ -119,6 +131,17 @@ impl McpServer {
         name: &str,
         arguments: JsonObject,
     ) -> Result<CallToolResult, ErrorData> {
+        self.run_as(caller, name, arguments)
+            .await
+            .map(into_call_result)
+    }
+
+    async fn run_as(
+        &self,
+        caller: &Caller,
+        name: &str,
+        arguments: JsonObject,
+    ) -> Result<Result<ToolOutput, ToolError>, ErrorData> {
         if self.drain.stopping.is_cancelled() {
             return Err(ErrorData::internal_error(
                 "switchboard is shutting down; the call was not run",
@@ -128,7 +151,7 @@ impl McpServer {
         let _in_flight = self.drain.calls.token();
         tracing::debug!(tool = %name, caller = %caller.label, "tools/call");
         self.registry
-            .call(name, arguments, caller)
+            .run(name, arguments, caller)
             .await
             .ok_or_else(|| {
                 ErrorData::invalid_params(

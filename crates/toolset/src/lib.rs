@@ -21,6 +21,7 @@ mod grant;
 mod registry;
 mod schema;
 mod session;
+mod structured;
 mod tokens;
 
 use std::{future::Future, pin::Pin, sync::Arc};
@@ -37,6 +38,7 @@ pub use registry::{Registry, RegistryError};
 pub use rmcp::model::{CallToolResult, JsonObject, Tool, ToolAnnotations};
 pub use schema::{call_timeout, object_schema, with_call_timeout};
 pub use session::{Notification, Session};
+pub use structured::{Structured, call_result_json};
 pub use tokens::{Reloaded, TokenSpec, Tokens};
 
 /// The future a tool call returns. Boxed so toolsets can live behind `dyn`.
@@ -92,14 +94,14 @@ pub trait Toolset: Send + Sync + 'static {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolOutput {
     pub text: String,
-    pub structured: serde_json::Value,
+    pub structured: Structured,
 }
 
 impl ToolOutput {
-    pub fn new(text: impl Into<String>, structured: serde_json::Value) -> Self {
+    pub fn new(text: impl Into<String>, structured: impl Into<Structured>) -> Self {
         Self {
             text: text.into(),
-            structured,
+            structured: structured.into(),
         }
     }
 }
@@ -141,7 +143,7 @@ pub fn into_call_result(outcome: Result<ToolOutput, ToolError>) -> CallToolResul
     match outcome {
         Ok(output) => {
             let mut result = CallToolResult::success(vec![ContentBlock::text(output.text)]);
-            result.structured_content = Some(output.structured);
+            result.structured_content = Some(output.structured.into_value());
             result
         }
         Err(error) => {

@@ -9,7 +9,7 @@ use std::{collections::HashMap, sync::Arc};
 use crate::{
     CallToolResult, Caller, GetPromptResult, Grant, JsonObject, Notification, Prompt, PromptSource,
     ReadResourceResult, Resource, ResourceSource, ResourceTemplate, Session, Tool, ToolError,
-    Toolset, into_call_result,
+    ToolOutput, Toolset, into_call_result,
 };
 
 /// Two toolsets offered a tool under the same name.
@@ -235,6 +235,18 @@ impl Registry {
         arguments: JsonObject,
         caller: &Caller,
     ) -> Option<CallToolResult> {
+        Some(into_call_result(self.run(name, arguments, caller).await?))
+    }
+
+    /// Runs `name` and returns the tool's own outcome, for a transport that
+    /// writes the result itself (see [`call_result_json`](crate::call_result_json));
+    /// `None` when no toolset offers a tool of that name.
+    pub async fn run(
+        &self,
+        name: &str,
+        arguments: JsonObject,
+        caller: &Caller,
+    ) -> Option<Result<ToolOutput, ToolError>> {
         let index = *self.inner.by_name.get(name)?;
         let set = &self.inner.toolsets[self.inner.owner[index]];
         if let Some(grant) = &caller.grant
@@ -246,14 +258,14 @@ impl Registry {
                 toolset = set.name(),
                 "refused a tool the token does not open"
             );
-            return Some(into_call_result(Err(ToolError::new(format!(
+            return Some(Err(ToolError::new(format!(
                 "the token {:?} may not use the {} tools ({name}); add \"{}\" to its tools in [[http.tokens]]",
                 grant.name(),
                 set.name(),
                 set.name()
-            )))));
+            ))));
         }
-        Some(into_call_result(set.call(name, arguments, caller).await))
+        Some(set.call(name, arguments, caller).await)
     }
 }
 

@@ -27,7 +27,7 @@ use std::{
     time::Duration,
 };
 
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, Datelike, SecondsFormat, Timelike, Utc};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use serde::Serialize;
 use tokio::sync::{broadcast, oneshot, watch};
@@ -129,6 +129,30 @@ fn serialize_time<S: serde::Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok
 /// it back as `since` selects exactly the later messages.
 pub fn iso(t: &DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Micros, true)
+}
+
+/// Writes [`iso`]`(t)` to `out`, by hand for the years 0–9999 (chrono's
+/// formatter allocates and interprets a pattern: a cost per message of a
+/// page).
+pub fn write_iso(out: &mut Vec<u8>, t: &DateTime<Utc>) {
+    use std::io::Write;
+    let nanos = t.timestamp_subsec_nanos();
+    if !(0..=9999).contains(&t.year()) || nanos >= 1_000_000_000 {
+        out.extend_from_slice(iso(t).as_bytes());
+        return;
+    }
+    // Writing to a Vec cannot fail.
+    let _ = write!(
+        out,
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:06}Z",
+        t.year(),
+        t.month(),
+        t.day(),
+        t.hour(),
+        t.minute(),
+        t.second(),
+        nanos / 1000
+    );
 }
 
 /// Where a read of a channel starts (`since`).
@@ -937,6 +961,23 @@ pub(crate) mod tests {
             .enable_all()
             .build()
             .unwrap()
+    }
+
+    #[test]
+    fn written_times_are_iso() {
+        let times = [
+            "2026-11-30T22:15:03.123456Z",
+            "0001-01-01T00:00:00Z",
+            "9999-12-31T23:59:59.999999Z",
+            "1969-12-31T23:59:59.5Z",
+        ]
+        .map(|t| DateTime::parse_from_rfc3339(t).unwrap().with_timezone(&Utc));
+        let year_10000 = DateTime::from_timestamp(253_402_300_800, 0).unwrap();
+        for t in times.into_iter().chain([year_10000]) {
+            let mut out = Vec::new();
+            write_iso(&mut out, &t);
+            assert_eq!(String::from_utf8(out).unwrap(), iso(&t));
+        }
     }
 
     #[test]

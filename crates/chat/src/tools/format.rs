@@ -1,14 +1,14 @@
 //! The chat tools' text: the fixed formats clients of the original IRC bridge
 //! parse, and the parsing of what agents pass in.
 
-use std::fmt::Write;
+use std::{fmt::Write as _, io::Write as _};
 
 use chrono::{DateTime, NaiveDate, NaiveDateTime, Timelike, Utc};
-use serde_json::{Value, json};
-use switchboard_toolset::{ToolError, ToolOutput};
+use serde_json::Value;
+use switchboard_toolset::{Structured, ToolError, ToolOutput};
 
 use crate::{
-    history::{Message, Since, iso},
+    history::{Message, Since, iso, write_iso},
     inbox::Item,
     names::Channel,
 };
@@ -62,14 +62,12 @@ pub(super) fn messages_output(
         }
         text
     };
-    let mut structured = json!({"channel": channel.name(), "messages": messages});
-    if more {
-        structured["more"] = Value::Bool(true);
-    }
-    if timed_out {
-        structured["timed_out"] = Value::Bool(true);
-    }
-    ToolOutput::new(text, structured)
+    let mut json = JsonObject::with_capacity(text.len() * 2 + 64);
+    json.string("channel", channel.name());
+    json.messages(messages.iter().map(|m| (m, None)));
+    json.flag("more", more);
+    json.flag("timed_out", timed_out);
+    ToolOutput::new(text, json.finish())
 }
 
 /// `after seq 57` or `since 2026-11-30T22:15:03.123456Z`.
@@ -96,19 +94,94 @@ pub(super) fn inbox_output(nick: &str, items: &[Item], timed_out: bool) -> ToolO
         }
         text
     };
-    let messages: Vec<Value> = items
-        .iter()
-        .map(|item| {
-            let mut value = json!(item.message);
-            value["mention"] = Value::Bool(item.mention);
-            value
-        })
-        .collect();
-    let mut structured = json!({"nick": nick, "messages": messages});
-    if timed_out {
-        structured["timed_out"] = Value::Bool(true);
+    let mut json = JsonObject::with_capacity(text.len() * 2 + 64);
+    json.messages(items.iter().map(|item| (&item.message, Some(item.mention))));
+    json.string("nick", nick);
+    json.flag("timed_out", timed_out);
+    ToolOutput::new(text, json.finish())
+}
+
+/// `search_messages` output: `lines`, and the `query` with the messages.
+pub(super) fn search_output(text: String, query: &str, messages: &[Message]) -> ToolOutput {
+    let mut json = JsonObject::with_capacity(text.len() * 2 + 64);
+    json.messages(messages.iter().map(|m| (m, None)));
+    json.string("query", query);
+    ToolOutput::new(text, json.finish())
+}
+
+/// Writes the JSON object of a result with messages, as serialising its
+/// [`Value`] would (keys in sorted order, serde_json's escaping), without
+/// building the value. Callers add the keys in order.
+struct JsonObject(Vec<u8>);
+
+impl JsonObject {
+    fn with_capacity(bytes: usize) -> Self {
+        let mut out = Vec::with_capacity(bytes);
+        out.push(b'{');
+        Self(out)
     }
-    ToolOutput::new(text, structured)
+
+    fn key(&mut self, key: &str) {
+        if self.0.len() > 1 {
+            self.0.push(b',');
+        }
+        self.str(key);
+        self.0.push(b':');
+    }
+
+    fn str(&mut self, value: &str) {
+        // Writing to a Vec cannot fail.
+        let _ = serde_json::to_writer(&mut self.0, value);
+    }
+
+    fn string(&mut self, key: &str, value: &str) {
+        self.key(key);
+        self.str(value);
+    }
+
+    /// `"key":true` when `set`; nothing otherwise.
+    fn flag(&mut self, key: &str, set: bool) {
+        if set {
+            self.key(key);
+            self.0.extend_from_slice(b"true");
+        }
+    }
+
+    /// `"messages":[…]`: each message as [`Message`] serialises, with
+    /// `mention` when given.
+    fn messages<'a>(&mut self, messages: impl Iterator<Item = (&'a Message, Option<bool>)>) {
+        self.key("messages");
+        self.0.push(b'[');
+        for (i, (m, mention)) in messages.enumerate() {
+            if i > 0 {
+                self.0.push(b',');
+            }
+            let out = &mut self.0;
+            out.extend_from_slice(b"{\"channel\":");
+            let _ = serde_json::to_writer(&mut *out, &m.channel);
+            let _ = write!(out, ",\"id\":{},\"kind\":", m.id);
+            let _ = serde_json::to_writer(&mut *out, &m.kind);
+            if let Some(mention) = mention {
+                let _ = write!(out, ",\"mention\":{mention}");
+            }
+            out.extend_from_slice(b",\"nick\":");
+            let _ = serde_json::to_writer(&mut *out, &m.nick);
+            let _ = write!(out, ",\"seq\":{},\"text\":", m.seq);
+            let _ = serde_json::to_writer(&mut *out, &m.text);
+            out.extend_from_slice(b",\"time\":\"");
+            write_iso(out, &m.time);
+            out.extend_from_slice(b"\"}");
+        }
+        self.0.push(b']');
+    }
+
+    fn finish(mut self) -> Structured {
+        self.0.push(b'}');
+        // Every piece written is UTF-8.
+        let text = String::from_utf8(self.0)
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+        Structured::json(text)
+    }
 }
 
 /// `search_messages` lines: `[YYYY-MM-DD HH:MM:SS] #channel <nick> text`.
@@ -217,6 +290,8 @@ pub(super) fn fts_query(raw: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     fn since(raw: &str) -> Result<Since, ToolError> {

@@ -48,6 +48,7 @@ use definitions::{
 };
 use format::{
     bounded, bullets, describe_since, fts_query, inbox_output, messages_output, search_line,
+    search_output,
 };
 
 /// What a deployment may tune; see `docs/configuration.md` (`[chat]`).
@@ -812,10 +813,7 @@ impl ChatTools {
                 .collect::<Vec<_>>()
                 .join("\n")
         };
-        Ok(ToolOutput::new(
-            text,
-            json!({"query": p.query, "messages": messages}),
-        ))
+        Ok(search_output(text, &p.query, &messages))
     }
 
     async fn join_channel(&self, p: JoinParams, caller: &Caller) -> Result<ToolOutput, ToolError> {

@@ -101,9 +101,14 @@ impl DirectCall {
     /// for a peer on a protocol version before 2026-07-28.
     pub async fn run(self, server: &McpServer) -> String {
         let arguments = self.params.arguments.unwrap_or_default();
-        let message = match server.call(&self.params.name, arguments).await {
-            Ok(result) => {
-                let mut result = ServerResult::CallToolResult(result);
+        let message = match server.run(&self.params.name, arguments).await {
+            Ok(outcome) => {
+                if let Some(result) = switchboard_toolset::call_result_json(&outcome) {
+                    let id = serde_json::to_string(&self.id).unwrap_or_default();
+                    return format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{result}}}"#);
+                }
+                let mut result =
+                    ServerResult::CallToolResult(switchboard_toolset::into_call_result(outcome));
                 result.strip_result_type_for_legacy_peer();
                 result.strip_non_object_output_for_legacy_peer();
                 ServerJsonRpcMessage::response(result, self.id)
