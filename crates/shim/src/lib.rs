@@ -40,7 +40,8 @@ use tokio::{
 };
 use tokio_util::task::TaskTracker;
 
-use crate::framing::{MAX_MESSAGE_BYTES, error_json, line_reader, strip_bom};
+use crate::framing::{is_blank, line_reader};
+use switchboard_jsonrpc::{Id, Kind, Rejection, classify, code};
 use switchboard_lines::Next;
 use switchboard_relay::{Event, events};
 use upstream::{CallFailure, Timeouts, Upstream, Upward};
@@ -271,83 +272,38 @@ where
     let mut lines = line_reader();
     loop {
         let text = match lines.next(&mut input).await {
-            Ok(Next::Line(line)) => strip_bom(line),
+            Ok(Next::Line(line)) => line,
             Ok(Next::TooLong) => {
-                let _ = out.send(error_json(
-                    Value::Null,
-                    -32600,
-                    &format!("message exceeds {MAX_MESSAGE_BYTES} bytes and was discarded"),
-                ));
+                let _ = out.send(Rejection::too_long().to_json());
                 continue;
             }
             Ok(Next::Eof) | Err(_) => break,
         };
-        if text.iter().all(u8::is_ascii_whitespace) {
+        if is_blank(text) {
             continue;
         }
-        let message = match serde_json::from_slice::<Value>(text) {
-            Ok(Value::Object(message)) => message,
-            Ok(_) => {
-                let _ = out.send(error_json(
-                    Value::Null,
-                    -32600,
-                    "invalid request: not a JSON object",
-                ));
-                continue;
-            }
-            Err(e) => {
-                let _ = out.send(error_json(
-                    Value::Null,
-                    -32700,
-                    &format!("parse error: {e}"),
-                ));
+        let message = match classify(text) {
+            Ok(message) => message,
+            Err(rejection) => {
+                let _ = out.send(rejection.to_json());
                 continue;
             }
         };
-        let id = message.get("id").cloned();
-        let Some(method) = message
-            .get("method")
-            .and_then(Value::as_str)
-            .map(str::to_owned)
-        else {
-            // A response (the shim never asks the client anything) or junk.
-            if id.is_some() && !message.contains_key("result") && !message.contains_key("error") {
-                let _ = out.send(error_json(
-                    id.unwrap_or(Value::Null),
-                    -32600,
-                    "invalid request: no method",
-                ));
-            }
-            continue;
+        let Some(method) = message.method().map(str::to_owned) else {
+            continue; // a response: the shim never asks the client anything
         };
-        // A request whose id cannot be echoed (an object, an array, a bool)
-        // still gets its one reply: an error with a null id.
-        if id
-            .as_ref()
-            .is_some_and(|id| !(id.is_number() || id.is_string() || id.is_null()))
-        {
-            let _ = out.send(error_json(
-                Value::Null,
-                -32600,
-                "invalid request: id must be a string or a number",
-            ));
-            continue;
-        }
-        let Some(id) = id.filter(|id| id.is_number() || id.is_string()) else {
-            notification(&upstream, &client, &method, message.get("params"));
+        let Kind::Request(id) = message.kind().clone() else {
+            notification(&upstream, &client, &method, message.params());
             continue; // notifications get no reply
         };
-        let params = match message.get("params") {
-            None | Some(Value::Null) => Map::new(),
-            Some(Value::Object(params)) => params.clone(),
-            Some(_) => {
-                let _ = out.send(error_json(
-                    id,
-                    -32602,
-                    "invalid params: params must be an object",
-                ));
-                continue;
-            }
+        // The classifier let through requests whose params are an object,
+        // null or absent.
+        let params = match message.into_value() {
+            Value::Object(mut object) => match object.remove("params") {
+                Some(Value::Object(params)) => params,
+                _ => Map::new(),
+            },
+            _ => Map::new(),
         };
         let (upstream, out, client) = (upstream.clone(), out.clone(), client.clone());
         in_flight.spawn(async move {
@@ -355,9 +311,11 @@ where
                 let out = out.clone();
                 tokio::spawn(report_progress(token, out))
             });
-            let reply = match handle(&upstream, &method, params, &client).await {
-                Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string(),
-                Err((code, message)) => error_json(id, code, &message),
+            let reply = match handle(&upstream, &id, &method, params, &client).await {
+                Ok(result) => {
+                    json!({"jsonrpc": "2.0", "id": Value::from(id), "result": result}).to_string()
+                }
+                Err(rejection) => rejection.to_json(),
             };
             if let Some(progress) = progress {
                 progress.abort();
@@ -420,10 +378,12 @@ async fn report_progress(token: Value, out: mpsc::UnboundedSender<String>) {
     }
 }
 
-type Reply = Result<Value, (i32, String)>;
+/// A request's result, or the error it is answered with.
+type Reply = Result<Value, Rejection>;
 
 async fn handle(
     upstream: &Arc<Upstream>,
+    id: &Id,
     method: &str,
     params: Map<String, Value>,
     client: &Client,
@@ -480,16 +440,19 @@ async fn handle(
         }
         "tools/call" => {
             let Some(name) = params.get("name").and_then(Value::as_str) else {
-                return Err((
-                    -32602,
-                    "invalid params: tools/call needs a string name".into(),
+                return Err(Rejection::invalid_params(
+                    id.clone(),
+                    "tools/call needs a string name",
                 ));
             };
             let arguments = match params.get("arguments") {
                 None | Some(Value::Null) => Map::new(),
                 Some(Value::Object(arguments)) => arguments.clone(),
                 Some(_) => {
-                    return Err((-32602, "invalid params: arguments must be an object".into()));
+                    return Err(Rejection::invalid_params(
+                        id.clone(),
+                        "arguments must be an object",
+                    ));
                 }
             };
             let app = upstream.app_name();
@@ -507,15 +470,17 @@ async fn handle(
                 Err(CallFailure::Broken(reason)) => Ok(tool_error(&format!(
                     "{app} dropped the connection during the call ({reason}); the call may have run"
                 ))),
-                Err(CallFailure::UnknownTool(message)) => {
-                    Err((-32602, format!("unknown tool {name:?}: {message}")))
-                }
+                Err(CallFailure::UnknownTool(message)) => Err(Rejection {
+                    id: Some(id.clone()),
+                    code: code::INVALID_PARAMS,
+                    message: format!("unknown tool {name:?}: {message}"),
+                }),
                 Err(CallFailure::Refused(message)) => {
                     Ok(tool_error(&format!("{app} refused the call: {message}")))
                 }
             }
         }
-        _ => Err((-32601, format!("method not found: {method}"))),
+        _ => Err(Rejection::method_not_found(id.clone(), method)),
     }
 }
 

@@ -18,16 +18,15 @@ use axum::{
     response::{IntoResponse, Response},
 };
 use http::{HeaderMap, Method, StatusCode, header};
-use rmcp::model::{ClientJsonRpcMessage, ProtocolVersion};
+use rmcp::model::ProtocolVersion;
 use rmcp::transport::streamable_http_server::{
     StreamableHttpServerConfig, StreamableHttpService, session::never::NeverSessionManager,
 };
-use serde_json::Value;
 use switchboard_toolset::{Caller, Grant};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use super::{DirectCall, MAX_MESSAGE_BYTES, error_json, guard, sse};
+use super::{DirectCall, MAX_MESSAGE_BYTES, guard, incoming, json_response, sse};
 use crate::mcp::McpServer;
 
 /// Builds the app for `server`, with the `web` view's routes if given,
@@ -75,9 +74,9 @@ pub fn router(
 /// mode rmcp would start a whole service for the one request, which cost
 /// more than most tool calls. The reply is the one rmcp would send.
 ///
-/// A body that is not a JSON-RPC message is answered with `400` and a
-/// JSON-RPC error (-32700 for bad JSON, -32600 for JSON of the wrong shape),
-/// as JSON-RPC asks; rmcp itself would answer `415` with plain text.
+/// A body that is not a JSON-RPC message is answered with `400` and the
+/// JSON-RPC error every transport gives it ([`incoming`]); rmcp itself
+/// would answer `415` with plain text.
 async fn pre_route(State(server): State<McpServer>, request: Request, next: Next) -> Response {
     if request.method() != Method::POST {
         return next.run(request).await;
@@ -100,30 +99,13 @@ async fn pre_route(State(server): State<McpServer>, request: Request, next: Next
             Some(grant) => call.run(&server.with_grant(grant.clone())).await,
             None => call.run(&server).await,
         };
-        return (
-            StatusCode::OK,
-            [(header::CONTENT_TYPE, "application/json")],
-            body,
-        )
-            .into_response();
+        return json_response(StatusCode::OK, body);
     }
-    if let Err(e) = serde_json::from_slice::<ClientJsonRpcMessage>(&bytes) {
-        let (code, id) = match serde_json::from_slice::<Value>(&bytes) {
-            Err(_) => (-32700, Value::Null),
-            Ok(value) => (-32600, value.get("id").cloned().unwrap_or(Value::Null)),
-        };
-        let message = if code == -32700 {
-            "parse error"
-        } else {
-            "invalid request"
-        };
-        let body = error_json(id, code, &format!("{message}: {e}"));
-        return (
-            StatusCode::BAD_REQUEST,
-            [(header::CONTENT_TYPE, "application/json")],
-            body,
-        )
-            .into_response();
+    match incoming(&bytes) {
+        Ok(_) => {}
+        Err(Some(rejection)) => return json_response(StatusCode::BAD_REQUEST, rejection.to_json()),
+        // A notification rmcp cannot read: accepted, and dropped.
+        Err(None) => return StatusCode::ACCEPTED.into_response(),
     }
     next.run(Request::from_parts(parts, Body::from(bytes)))
         .await

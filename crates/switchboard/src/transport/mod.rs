@@ -29,7 +29,8 @@ use tokio_util::sync::{CancellationToken, PollSender};
 
 use crate::mcp::McpServer;
 
-pub use switchboard_shim::framing::{MAX_MESSAGE_BYTES, error_json};
+pub use switchboard_jsonrpc::MAX_MESSAGE_BYTES;
+use switchboard_jsonrpc::{Kind, Rejection, classify, error_json};
 
 /// An HTTP response carrying [`error_json`] with no id.
 pub fn error_response(
@@ -37,13 +38,35 @@ pub fn error_response(
     code: i32,
     message: &str,
 ) -> axum::response::Response {
+    json_response(status, error_json(None, code, message))
+}
+
+/// An HTTP response with a JSON body.
+pub fn json_response(status: ::http::StatusCode, body: String) -> axum::response::Response {
     use axum::response::IntoResponse;
     (
         status,
         [(::http::header::CONTENT_TYPE, "application/json")],
-        error_json(serde_json::Value::Null, code, message),
+        body,
     )
         .into_response()
+}
+
+/// One incoming message, judged by [`classify`] (as every transport and
+/// the shim judge it) and then read as rmcp's message. `Err(Some(_))` is
+/// the error reply to send back: the classifier's, or invalid params for a
+/// well-formed request whose params its method cannot take. `Err(None)` is
+/// a notification or response rmcp cannot read, which gets no reply.
+pub fn incoming(bytes: &[u8]) -> Result<ClientJsonRpcMessage, Option<Rejection>> {
+    let message = classify(bytes).map_err(Some)?;
+    let kind = message.kind().clone();
+    serde_json::from_value(message.into_value()).map_err(|e| match kind {
+        Kind::Request(id) => Some(Rejection::invalid_params(id, e)),
+        Kind::Notification | Kind::Response => {
+            tracing::debug!(error = %e, "ignored a notification or response of an unknown shape");
+            None
+        }
+    })
 }
 
 /// Runs `server` for one client whose messages arrive on `incoming` and whose

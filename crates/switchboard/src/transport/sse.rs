@@ -37,7 +37,7 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 
-use super::{error_response as reply, serve_channels};
+use super::{error_response as reply, incoming, json_response, serve_channels};
 use crate::mcp::McpServer;
 
 /// Each session's inbox, and the grant of the token that opened it.
@@ -176,22 +176,10 @@ async fn message(
             "this session was opened with another token; POST with the token you opened GET /sse with",
         );
     }
-    let message: ClientJsonRpcMessage = match serde_json::from_slice(&body) {
+    let message = match incoming(&body) {
         Ok(message) => message,
-        Err(e) if e.is_syntax() || e.is_eof() => {
-            return reply(
-                StatusCode::BAD_REQUEST,
-                -32700,
-                &format!("parse error: {e}"),
-            );
-        }
-        Err(e) => {
-            return reply(
-                StatusCode::BAD_REQUEST,
-                -32600,
-                &format!("invalid request: {e}"),
-            );
-        }
+        Err(Some(rejection)) => return json_response(StatusCode::BAD_REQUEST, rejection.to_json()),
+        Err(None) => return (StatusCode::ACCEPTED, "Accepted").into_response(),
     };
     if sender.send(message).await.is_err() {
         return reply(
