@@ -191,6 +191,12 @@ async fn serve(
             server.clone(),
             guard,
             config.http.legacy_sse,
+            http::Limits {
+                max_streams: config.http.max_streams,
+                max_sse_sessions: config.http.max_sse_sessions,
+                sse_idle: (config.http.sse_idle_timeout_s > 0)
+                    .then(|| Duration::from_secs(config.http.sse_idle_timeout_s)),
+            },
             web,
             stop_transports.clone(),
         );

@@ -126,6 +126,7 @@ async fn ephemeral_history_is_gone_after_exit() {
 async fn configuration_errors_exit_2_naming_the_key() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("bad.toml");
+    let caps = dir.path().join("caps.toml");
     type Case = (Vec<String>, Vec<(&'static str, &'static str)>, &'static str);
     let cases: Vec<Case> = vec![
         (vec![], vec![("MCP_PORT", "http")], "MCP_PORT"),
@@ -154,8 +155,14 @@ async fn configuration_errors_exit_2_naming_the_key() {
             "http.enabled",
         ),
         (vec!["--http".into(), "localhost".into()], vec![], "--http"),
+        (
+            vec!["--config".into(), caps.display().to_string()],
+            vec![],
+            "http.max_sse_sessions",
+        ),
     ];
     std::fs::write(&file, "[http]\nlisten_on = \"127.0.0.1:1\"\n").unwrap();
+    std::fs::write(&caps, "[http]\nmax_sse_sessions = 0\n").unwrap();
     for (args, env, expected) in cases {
         let mut all = vec!["--ephemeral".to_owned()];
         all.extend(args);

@@ -14,7 +14,7 @@ pub mod relay;
 pub mod sse;
 pub mod stdio;
 
-use futures::SinkExt;
+use futures::{SinkExt, Stream};
 use rmcp::{
     model::{
         CallToolRequestMethod, ClientJsonRpcMessage, JsonObject, JsonRpcVersion2_0,
@@ -24,7 +24,6 @@ use rmcp::{
 };
 use serde::Deserialize;
 use tokio::sync::mpsc;
-use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::{CancellationToken, PollSender};
 
 use crate::mcp::McpServer;
@@ -71,18 +70,24 @@ pub fn incoming(bytes: &[u8]) -> Result<ClientJsonRpcMessage, Option<Rejection>>
 
 /// Runs `server` for one client whose messages arrive on `incoming` and whose
 /// replies go to `outgoing` (stdio and legacy SSE both frame messages
-/// themselves and meet rmcp here). Returns when the client is gone or
+/// themselves and meet rmcp here; SSE queues them boxed, which keeps each
+/// session's channel blocks small). Returns when the client is gone or
 /// `session` is cancelled; on cancellation rmcp first flushes the replies of
 /// calls in flight, then drops `outgoing`.
-pub async fn serve_channels(
+pub async fn serve_channels<T>(
     server: McpServer,
-    incoming: mpsc::Receiver<ClientJsonRpcMessage>,
-    outgoing: mpsc::Sender<ServerJsonRpcMessage>,
+    incoming: impl Stream<Item = ClientJsonRpcMessage> + Send + Unpin + 'static,
+    outgoing: mpsc::Sender<T>,
     session: CancellationToken,
-) {
+) where
+    T: From<ServerJsonRpcMessage> + Send + 'static,
+{
     let sink = PollSender::new(outgoing)
-        .sink_map_err(|_| std::io::Error::from(std::io::ErrorKind::BrokenPipe));
-    match serve_server_with_ct(server, (sink, ReceiverStream::new(incoming)), session).await {
+        .sink_map_err(|_| std::io::Error::from(std::io::ErrorKind::BrokenPipe))
+        .with(|message: ServerJsonRpcMessage| {
+            futures::future::ready(Ok::<_, std::io::Error>(T::from(message)))
+        });
+    match serve_server_with_ct(server, (sink, incoming), session).await {
         Ok(running) => {
             let _ = running.waiting().await;
         }

@@ -35,6 +35,7 @@ use tokio::{
     io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader},
     sync::mpsc,
 };
+use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 
 use super::{DirectCall, incoming, serve_channels};
@@ -76,7 +77,13 @@ pub async fn serve<R, W>(
     let writer = tokio::spawn(write_lines(output, line_rx, out_rx, note_rx, state.clone()));
     let reader = tokio::spawn(read_lines(input, in_tx, line_tx, server.clone(), state));
 
-    serve_channels(server, in_rx, out_tx, shutdown.child_token()).await;
+    serve_channels(
+        server,
+        ReceiverStream::new(in_rx),
+        out_tx,
+        shutdown.child_token(),
+    )
+    .await;
     client.close();
     reader.abort();
     // The writer ends once rmcp and every direct call have sent their replies.
