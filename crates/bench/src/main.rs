@@ -36,6 +36,8 @@
 //!   agent's message on an open page; 100 pages' live streams.
 //! - `tokens` ([`tokens`]): the per-request cost of checking a token among
 //!   100 configured, in-process and over HTTP.
+//! - `sessions` ([`sessions`]): the daemon's memory per legacy SSE session,
+//!   idle streams and initialized sessions (500 of each).
 //!
 //! The clients are built to cost far less than the server: a hand-written
 //! JSON-RPC client over the child's pipes (ids correlate concurrent calls on
@@ -45,7 +47,7 @@
 //!
 //! `--quick` is a smoke run: 10 cold starts, 1 round, 100,000 messages, 500
 //! reads (and relay calls), 200 IRC sends, 20,000 IRC channel messages, 50
-//! pushed sessions, 100 channels of 10,000 messages. The
+//! pushed sessions, 100 channels of 10,000 messages, 100 SSE sessions. The
 //! exit status is 1 when a section could not be measured, not when a target
 //! is missed.
 
@@ -59,6 +61,7 @@ mod report;
 mod rpc;
 mod rss;
 mod server;
+mod sessions;
 mod stdio;
 mod sys;
 mod tokens;
@@ -112,6 +115,7 @@ enum Section {
     Notice,
     WebView,
     Tokens,
+    Sessions,
 }
 
 impl Section {
@@ -127,6 +131,7 @@ impl Section {
             Section::Notice => "notice",
             Section::WebView => "web-view",
             Section::Tokens => "tokens",
+            Section::Sessions => "sessions",
         }
     }
 }
@@ -149,6 +154,8 @@ pub struct Plan {
     pub fan_out: usize,
     /// Messages in each of the unread-count history's channels.
     pub channel_messages: usize,
+    /// Legacy SSE sessions held open per memory figure.
+    pub sse_sessions: usize,
     pub cache_dir: PathBuf,
     /// Rebuild the cached large history (cleared once rebuilt).
     pub fresh: Cell<bool>,
@@ -174,6 +181,7 @@ impl Plan {
             irc_messages: if cli.quick { 20_000 } else { 100_000 },
             fan_out: if cli.quick { 50 } else { 200 },
             channel_messages: if cli.quick { 10_000 } else { 100_000 },
+            sse_sessions: if cli.quick { 100 } else { 500 },
             cache_dir,
             fresh: Cell::new(cli.fresh),
         }
@@ -230,6 +238,9 @@ fn run(cli: &Cli) -> anyhow::Result<Report> {
                 runtime.block_on(web_view::section(&switchboard, &plan, &mut report))
             }
             Section::Tokens => runtime.block_on(tokens::section(&switchboard, &plan, &mut report)),
+            Section::Sessions => {
+                runtime.block_on(sessions::section(&switchboard, &plan, &mut report))
+            }
         };
         if let Err(e) = result {
             eprintln!("section {} failed: {e:#}", section.name());

@@ -38,9 +38,10 @@ use tokio::{
     io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader},
     sync::mpsc,
 };
-use tokio_util::task::TaskTracker;
+use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
-use crate::framing::{MAX_MESSAGE_BYTES, error_json, line_reader, strip_bom};
+use crate::framing::{is_blank, line_reader};
+use switchboard_jsonrpc::{Id, Kind, Message, Rejection, classify, code};
 use switchboard_lines::Next;
 use switchboard_relay::{Event, events};
 use upstream::{CallFailure, Timeouts, Upstream, Upward};
@@ -178,6 +179,9 @@ pub fn run(args: &ShimArgs) -> Result<(), ShimError> {
     // The streams register with the runtime's reactor: made inside it.
     runtime
         .block_on(async { serve(Target::from_args(args), stdio::stdin(), stdio::stdout()).await });
+    // A read of a terminal's stdin may still be blocking a thread; nothing
+    // is left to wait for.
+    runtime.shutdown_background();
     Ok(())
 }
 
@@ -221,15 +225,18 @@ impl Client {
     }
 }
 
-/// Serves one MCP client on `input`/`output`.
+/// Serves one MCP client on `input`/`output` until it closes `input` (what
+/// is in flight is answered first) or `output` (nobody is left to answer).
 async fn serve<R, W>(target: Target, input: R, output: W)
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
 {
     let (out, lines) = mpsc::unbounded_channel::<String>();
-    let writer = tokio::spawn(write_lines(output, lines));
-    let (upward_tx, mut upward) = mpsc::unbounded_channel();
+    let client_gone = CancellationToken::new();
+    let writer = tokio::spawn(write_lines(output, lines, client_gone.clone()));
+    let (upward_tx, upward) = mpsc::unbounded_channel();
+    let longest_call = target.timeouts.call.max(Duration::from_secs(1)) + target.timeouts.connect;
     let upstream = Upstream::new(
         target.socket,
         target.cache_file,
@@ -238,126 +245,127 @@ where
         target.timeouts,
         upward_tx,
     );
-    let client = Arc::new(Client::default());
-    {
-        let (out, client) = (out.clone(), client.clone());
-        tokio::spawn(async move {
-            while let Some(up) = upward.recv().await {
-                if !client.initialized.load(Ordering::Acquire) {
+    let shim = Shim {
+        upstream,
+        client: Arc::new(Client::default()),
+        out,
+        in_flight: TaskTracker::new(),
+    };
+    tokio::spawn(forward_upward(
+        upward,
+        shim.client.clone(),
+        shim.out.clone(),
+    ));
+    tokio::spawn(shim.upstream.clone().watch());
+    let served = async {
+        shim.read(input).await;
+        // The client closed stdin: finish what is in flight, then stop.
+        shim.in_flight.close();
+        let _ = tokio::time::timeout(longest_call, shim.in_flight.wait()).await;
+        let _ = shim.out.send(String::new());
+        let _ = tokio::time::timeout(Duration::from_secs(2), writer).await;
+    };
+    tokio::select! {
+        () = served => {}
+        () = client_gone.cancelled() => tracing::debug!("stdout closed: the client is gone"),
+    }
+}
+
+/// The application's tool-list changes and events, as notifications to the
+/// client (once it is initialized; events only if they were declared to it).
+async fn forward_upward(
+    mut upward: mpsc::UnboundedReceiver<Upward>,
+    client: Arc<Client>,
+    out: mpsc::UnboundedSender<String>,
+) {
+    while let Some(up) = upward.recv().await {
+        if !client.initialized.load(Ordering::Acquire) {
+            continue;
+        }
+        let line = match up {
+            Upward::ToolsChanged => {
+                json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+            }
+            Upward::Event(event) if client.declared(&event.name) => json!({
+                "jsonrpc": "2.0",
+                "method": format!("notifications/{}", event.name),
+                "params": event.params,
+            }),
+            Upward::Event(event) => {
+                tracing::debug!(event = %event.name, "dropped an event the client was not offered");
+                continue;
+            }
+        };
+        let _ = out.send(line.to_string());
+    }
+}
+
+/// What serving the client's messages needs.
+struct Shim {
+    upstream: Arc<Upstream>,
+    client: Arc<Client>,
+    /// Lines for stdout; an empty one tells the writer to finish.
+    out: mpsc::UnboundedSender<String>,
+    /// The requests being answered.
+    in_flight: TaskTracker,
+}
+
+impl Shim {
+    /// Reads the client's messages until stdin closes, answering malformed
+    /// ones at once and each request in a task of its own.
+    async fn read<R: AsyncRead + Unpin>(&self, input: R) {
+        let mut input = BufReader::with_capacity(64 * 1024, input);
+        let mut lines = line_reader();
+        loop {
+            let text = match lines.next(&mut input).await {
+                Ok(Next::Line(line)) => line,
+                Ok(Next::TooLong) => {
+                    let _ = self.out.send(Rejection::too_long().to_json());
                     continue;
                 }
-                let line = match up {
-                    Upward::ToolsChanged => {
-                        json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
-                    }
-                    Upward::Event(event) if client.declared(&event.name) => json!({
-                        "jsonrpc": "2.0",
-                        "method": format!("notifications/{}", event.name),
-                        "params": event.params,
-                    }),
-                    Upward::Event(event) => {
-                        tracing::debug!(event = %event.name, "dropped an event the client was not offered");
-                        continue;
-                    }
-                };
-                let _ = out.send(line.to_string());
+                Ok(Next::Eof) | Err(_) => return,
+            };
+            if is_blank(text) {
+                continue;
             }
-        });
+            match classify(text) {
+                Ok(message) => self.dispatch(message),
+                Err(rejection) => {
+                    let _ = self.out.send(rejection.to_json());
+                }
+            }
+        }
     }
-    tokio::spawn(upstream.clone().watch());
 
-    let in_flight = TaskTracker::new();
-    let mut input = BufReader::with_capacity(64 * 1024, input);
-    let mut lines = line_reader();
-    loop {
-        let text = match lines.next(&mut input).await {
-            Ok(Next::Line(line)) => strip_bom(line),
-            Ok(Next::TooLong) => {
-                let _ = out.send(error_json(
-                    Value::Null,
-                    -32600,
-                    &format!("message exceeds {MAX_MESSAGE_BYTES} bytes and was discarded"),
-                ));
-                continue;
-            }
-            Ok(Next::Eof) | Err(_) => break,
+    /// Takes one well-formed message: a request is answered, a notification
+    /// acted on, a response ignored (the shim never asks the client anything).
+    fn dispatch(&self, message: Message) {
+        let Some(method) = message.method().map(str::to_owned) else {
+            return;
         };
-        if text.iter().all(u8::is_ascii_whitespace) {
-            continue;
-        }
-        let message = match serde_json::from_slice::<Value>(text) {
-            Ok(Value::Object(message)) => message,
-            Ok(_) => {
-                let _ = out.send(error_json(
-                    Value::Null,
-                    -32600,
-                    "invalid request: not a JSON object",
-                ));
-                continue;
-            }
-            Err(e) => {
-                let _ = out.send(error_json(
-                    Value::Null,
-                    -32700,
-                    &format!("parse error: {e}"),
-                ));
-                continue;
-            }
+        let Kind::Request(id) = message.kind().clone() else {
+            notification(&self.upstream, &self.client, &method, message.params());
+            return;
         };
-        let id = message.get("id").cloned();
-        let Some(method) = message
-            .get("method")
-            .and_then(Value::as_str)
-            .map(str::to_owned)
-        else {
-            // A response (the shim never asks the client anything) or junk.
-            if id.is_some() && !message.contains_key("result") && !message.contains_key("error") {
-                let _ = out.send(error_json(
-                    id.unwrap_or(Value::Null),
-                    -32600,
-                    "invalid request: no method",
-                ));
-            }
-            continue;
+        // The classifier let through requests whose params are an object,
+        // null or absent.
+        let params = match message.into_value() {
+            Value::Object(mut object) => match object.remove("params") {
+                Some(Value::Object(params)) => params,
+                _ => Map::new(),
+            },
+            _ => Map::new(),
         };
-        // A request whose id cannot be echoed (an object, an array, a bool)
-        // still gets its one reply: an error with a null id.
-        if id
-            .as_ref()
-            .is_some_and(|id| !(id.is_number() || id.is_string() || id.is_null()))
-        {
-            let _ = out.send(error_json(
-                Value::Null,
-                -32600,
-                "invalid request: id must be a string or a number",
-            ));
-            continue;
-        }
-        let Some(id) = id.filter(|id| id.is_number() || id.is_string()) else {
-            notification(&upstream, &client, &method, message.get("params"));
-            continue; // notifications get no reply
-        };
-        let params = match message.get("params") {
-            None | Some(Value::Null) => Map::new(),
-            Some(Value::Object(params)) => params.clone(),
-            Some(_) => {
-                let _ = out.send(error_json(
-                    id,
-                    -32602,
-                    "invalid params: params must be an object",
-                ));
-                continue;
-            }
-        };
-        let (upstream, out, client) = (upstream.clone(), out.clone(), client.clone());
-        in_flight.spawn(async move {
-            let progress = progress_token(&params).map(|token| {
-                let out = out.clone();
-                tokio::spawn(report_progress(token, out))
-            });
-            let reply = match handle(&upstream, &method, params, &client).await {
-                Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string(),
-                Err((code, message)) => error_json(id, code, &message),
+        let (upstream, client, out) =
+            (self.upstream.clone(), self.client.clone(), self.out.clone());
+        self.in_flight.spawn(async move {
+            let progress = progress_token(&params)
+                .map(|token| tokio::spawn(report_progress(token, out.clone())));
+            let reply = match handle(&upstream, &id, &method, params, &client).await {
+                Ok(result) => {
+                    json!({"jsonrpc": "2.0", "id": Value::from(id), "result": result}).to_string()
+                }
+                Err(rejection) => rejection.to_json(),
             };
             if let Some(progress) = progress {
                 progress.abort();
@@ -365,12 +373,6 @@ where
             let _ = out.send(reply);
         });
     }
-    // The client closed stdin: finish what is in flight, then stop.
-    in_flight.close();
-    let longest = target.timeouts.call.max(Duration::from_secs(1)) + target.timeouts.connect;
-    let _ = tokio::time::timeout(longest, in_flight.wait()).await;
-    let _ = out.send(String::new());
-    let _ = tokio::time::timeout(Duration::from_secs(2), writer).await;
 }
 
 /// A notification from the client: `initialized`, and the permission
@@ -420,54 +422,19 @@ async fn report_progress(token: Value, out: mpsc::UnboundedSender<String>) {
     }
 }
 
-type Reply = Result<Value, (i32, String)>;
+/// A request's result, or the error it is answered with.
+type Reply = Result<Value, Rejection>;
 
+/// Answers one request.
 async fn handle(
     upstream: &Arc<Upstream>,
+    id: &Id,
     method: &str,
     params: Map<String, Value>,
     client: &Client,
 ) -> Reply {
     match method {
-        "initialize" => {
-            let requested = params
-                .get("protocolVersion")
-                .and_then(Value::as_str)
-                .unwrap_or("");
-            let version = VERSIONS
-                .iter()
-                .find(|v| **v == requested)
-                .unwrap_or(&VERSIONS[VERSIONS.len() - 1]);
-            // A running application's welcome says what it pushes and how
-            // to guide the agent; an absent one fails at once.
-            let welcome = upstream.welcome().await;
-            let agreed = welcome
-                .as_ref()
-                .map_or_else(|| upstream.cached_events(), |w| w.events.clone());
-            // What the shim itself delivers to its client.
-            let declared: Vec<String> = agreed
-                .into_iter()
-                .filter(|e| e == events::CHANNEL || e == events::PERMISSION)
-                .collect();
-            let mut capabilities = json!({"tools": {"listChanged": true}});
-            if !declared.is_empty() {
-                let experimental: Map<String, Value> =
-                    declared.iter().map(|e| (e.clone(), json!({}))).collect();
-                capabilities["experimental"] = Value::Object(experimental);
-            }
-            *client.declared.lock().expect("declared lock") = declared;
-            // Some hosts never send notifications/initialized.
-            client.initialized.store(true, Ordering::Release);
-            let instructions = welcome.and_then(|w| w.instructions).unwrap_or_else(|| {
-                format!("Tools of {}, relayed by switchboard.", upstream.app_name())
-            });
-            Ok(json!({
-                "protocolVersion": version,
-                "capabilities": capabilities,
-                "serverInfo": {"name": "switchboard-shim", "version": env!("CARGO_PKG_VERSION")},
-                "instructions": instructions,
-            }))
-        }
+        "initialize" => Ok(initialize(upstream, &params, client).await),
         "ping" => Ok(json!({})),
         "tools/list" => {
             let tools: Vec<Value> = upstream
@@ -478,44 +445,100 @@ async fn handle(
                 .collect();
             Ok(json!({"tools": tools}))
         }
-        "tools/call" => {
-            let Some(name) = params.get("name").and_then(Value::as_str) else {
-                return Err((
-                    -32602,
-                    "invalid params: tools/call needs a string name".into(),
-                ));
-            };
-            let arguments = match params.get("arguments") {
-                None | Some(Value::Null) => Map::new(),
-                Some(Value::Object(arguments)) => arguments.clone(),
-                Some(_) => {
-                    return Err((-32602, "invalid params: arguments must be an object".into()));
-                }
-            };
-            let app = upstream.app_name();
-            match upstream.call(name, arguments).await {
-                Ok(result) if result.is_object() => Ok(result),
-                Ok(_) => Ok(tool_error(&format!(
-                    "{app} returned a malformed result for {name}"
-                ))),
-                Err(CallFailure::Absent) => Ok(tool_error(&format!(
-                    "{app} is not running; start it and try again"
-                ))),
-                Err(CallFailure::TimedOut) => Ok(tool_error(&format!(
-                    "{app} did not respond in time; the call may still have run"
-                ))),
-                Err(CallFailure::Broken(reason)) => Ok(tool_error(&format!(
-                    "{app} dropped the connection during the call ({reason}); the call may have run"
-                ))),
-                Err(CallFailure::UnknownTool(message)) => {
-                    Err((-32602, format!("unknown tool {name:?}: {message}")))
-                }
-                Err(CallFailure::Refused(message)) => {
-                    Ok(tool_error(&format!("{app} refused the call: {message}")))
-                }
-            }
+        "tools/call" => call_tool(upstream, id, &params).await,
+        _ => Err(Rejection::method_not_found(id.clone(), method)),
+    }
+}
+
+/// The `initialize` result: the protocol version agreed, and capabilities
+/// and instructions from the application's welcome (or the cached events
+/// when it is away).
+async fn initialize(
+    upstream: &Arc<Upstream>,
+    params: &Map<String, Value>,
+    client: &Client,
+) -> Value {
+    let requested = params
+        .get("protocolVersion")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let version = VERSIONS
+        .iter()
+        .find(|v| **v == requested)
+        .unwrap_or(&VERSIONS[VERSIONS.len() - 1]);
+    // A running application's welcome says what it pushes and how
+    // to guide the agent; an absent one fails at once.
+    let welcome = upstream.welcome().await;
+    let agreed = welcome
+        .as_ref()
+        .map_or_else(|| upstream.cached_events(), |w| w.events.clone());
+    // What the shim itself delivers to its client.
+    let declared: Vec<String> = agreed
+        .into_iter()
+        .filter(|e| e == events::CHANNEL || e == events::PERMISSION)
+        .collect();
+    let mut capabilities = json!({"tools": {"listChanged": true}});
+    if !declared.is_empty() {
+        let experimental: Map<String, Value> =
+            declared.iter().map(|e| (e.clone(), json!({}))).collect();
+        capabilities["experimental"] = Value::Object(experimental);
+    }
+    *client.declared.lock().expect("declared lock") = declared;
+    // Some hosts never send notifications/initialized.
+    client.initialized.store(true, Ordering::Release);
+    let instructions = welcome
+        .and_then(|w| w.instructions)
+        .unwrap_or_else(|| format!("Tools of {}, relayed by switchboard.", upstream.app_name()));
+    json!({
+        "protocolVersion": version,
+        "capabilities": capabilities,
+        "serverInfo": {"name": "switchboard-shim", "version": env!("CARGO_PKG_VERSION")},
+        "instructions": instructions,
+    })
+}
+
+/// Relays a `tools/call`; what goes wrong upstream is a tool error, so the
+/// client always gets its one reply.
+async fn call_tool(upstream: &Arc<Upstream>, id: &Id, params: &Map<String, Value>) -> Reply {
+    let Some(name) = params.get("name").and_then(Value::as_str) else {
+        return Err(Rejection::invalid_params(
+            id.clone(),
+            "tools/call needs a string name",
+        ));
+    };
+    let arguments = match params.get("arguments") {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(arguments)) => arguments.clone(),
+        Some(_) => {
+            return Err(Rejection::invalid_params(
+                id.clone(),
+                "arguments must be an object",
+            ));
         }
-        _ => Err((-32601, format!("method not found: {method}"))),
+    };
+    let app = upstream.app_name();
+    match upstream.call(name, arguments).await {
+        Ok(result) if result.is_object() => Ok(result),
+        Ok(_) => Ok(tool_error(&format!(
+            "{app} returned a malformed result for {name}"
+        ))),
+        Err(CallFailure::Absent) => Ok(tool_error(&format!(
+            "{app} is not running; start it and try again"
+        ))),
+        Err(CallFailure::TimedOut) => Ok(tool_error(&format!(
+            "{app} did not respond in time; the call may still have run"
+        ))),
+        Err(CallFailure::Broken(reason)) => Ok(tool_error(&format!(
+            "{app} dropped the connection during the call ({reason}); the call may have run"
+        ))),
+        Err(CallFailure::UnknownTool(message)) => Err(Rejection {
+            id: Some(id.clone()),
+            code: code::INVALID_PARAMS,
+            message: format!("unknown tool {name:?}: {message}"),
+        }),
+        Err(CallFailure::Refused(message)) => {
+            Ok(tool_error(&format!("{app} refused the call: {message}")))
+        }
     }
 }
 
@@ -532,10 +555,11 @@ fn strip_relay_fields(mut tool: Value) -> Value {
 }
 
 /// Owns stdout; an empty line means "done". If the client has gone (stdout
-/// closed), the shim has no one to serve: it exits at once, quietly.
+/// closed), it cancels `client_gone` and stops: the shim has no one to serve.
 async fn write_lines<W: AsyncWrite + Unpin>(
     mut output: W,
     mut lines: mpsc::UnboundedReceiver<String>,
+    client_gone: CancellationToken,
 ) {
     let mut batch = String::new();
     while let Some(line) = lines.recv().await {
@@ -553,10 +577,48 @@ async fn write_lines<W: AsyncWrite + Unpin>(
             }
         }
         if output.write_all(batch.as_bytes()).await.is_err() || output.flush().await.is_err() {
-            std::process::exit(0);
+            client_gone.cancel();
+            return;
         }
         if done {
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::duplex;
+
+    /// A closed stdout ends `serve` (and so the shim, through its binary's
+    /// exit code), with stdin still open: the library never exits the process.
+    #[tokio::test]
+    async fn serve_returns_when_the_client_closes_stdout() {
+        let absent = std::env::temp_dir().join(format!("no-such-app-{}", std::process::id()));
+        let target = Target {
+            socket: absent.join("relay.sock"),
+            cache_file: absent.join("tools-cache.json"),
+            app_id: "absent".into(),
+            identity: None,
+            timeouts: Timeouts {
+                connect: Duration::from_millis(100),
+                list: Duration::from_millis(100),
+                call: Duration::from_millis(100),
+            },
+        };
+        let (mut stdin, shim_in) = duplex(1024);
+        let (shim_out, stdout) = duplex(1024);
+        drop(stdout);
+        let served = tokio::spawn(serve(target, shim_in, shim_out));
+        stdin.write_all(b"this is not json\n").await.unwrap();
+        tokio::time::timeout(Duration::from_secs(5), served)
+            .await
+            .expect("serve returned once its reply could not be written")
+            .unwrap();
+        assert!(
+            stdin.write_all(b"\n").await.is_err(),
+            "stdin is no longer read"
+        );
     }
 }

@@ -112,6 +112,15 @@ pub struct HttpConfig {
     pub insecure_no_auth: bool,
     /// Serve the legacy HTTP+SSE endpoints (`/sse`, `/messages/`).
     pub legacy_sse: bool,
+    /// Most legacy SSE sessions (`GET /sse` streams) open at once.
+    pub max_sse_sessions: usize,
+    /// Seconds a legacy SSE session may pass without a message either way
+    /// (a POST from the client, a reply or notification to it) before it is
+    /// closed; 0 never closes one.
+    pub sse_idle_timeout_s: u64,
+    /// Most Streamable HTTP exchanges at `/mcp` in progress at once (each
+    /// from its request until its response, JSON or event stream, is done).
+    pub max_streams: usize,
     /// Serve the web view at `/` (with chat on).
     pub web: bool,
     /// `[[http.tokens]]`: one token per agent or person.
@@ -277,6 +286,9 @@ impl Default for HttpConfig {
             token_env: DEFAULT_TOKEN_ENV.into(),
             insecure_no_auth: false,
             legacy_sse: true,
+            max_sse_sessions: 512,
+            sse_idle_timeout_s: 300,
+            max_streams: 2048,
             web: true,
             tokens: Vec::new(),
         }
@@ -694,6 +706,18 @@ impl Config {
                     "{} is not a loopback address; configure [[http.tokens]], or set a bearer token in the environment variable {} (http.token_env), or pass --insecure-no-auth",
                     self.http.listen, self.http.token_env
                 ),
+            ));
+        }
+        if self.http.max_sse_sessions == 0 {
+            return Err(invalid(
+                "http.max_sse_sessions",
+                "must be at least 1; to serve no legacy SSE, set http.legacy_sse = false",
+            ));
+        }
+        if self.http.max_streams == 0 {
+            return Err(invalid(
+                "http.max_streams",
+                "must be at least 1 (Streamable HTTP exchanges at once)",
             ));
         }
         for host in &self.http.allowed_hosts {

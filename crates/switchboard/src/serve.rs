@@ -3,7 +3,11 @@
 //!
 //! Shutdown (SIGINT, SIGTERM, or the stdio client leaving): stop accepting
 //! calls, release `wait_for_messages` callers, let in-flight calls finish
-//! (bounded), stop the transports, then commit and close the history.
+//! (bounded), stop the transports, then commit and close the history. Being
+//! asked to shut down and stopping the transports are two tokens, so that
+//! whatever asks (the stdio client leaving, too) only starts that sequence:
+//! HTTP, legacy SSE and the relay socket keep serving, and answer new calls
+//! with "shutting down", until the in-flight calls are done.
 //!
 //! SIGHUP reloads the config for the HTTP tokens and what they grant, in
 //! place: no connection or session is dropped. A config that does not load
@@ -165,7 +169,10 @@ async fn serve(
     } = registry(config, toolkit, history, env)?;
     let drain = Drain::default();
     let server = McpServer::new(registry.clone(), drain.clone(), config.instructions.clone());
-    let shutdown = CancellationToken::new();
+    // Fired by whatever asks for shutdown; the transports watch only
+    // `stop_transports`, fired once in-flight calls have drained.
+    let shutdown_requested = CancellationToken::new();
+    let stop_transports = CancellationToken::new();
     let mut tasks = tokio::task::JoinSet::new();
     let tokens = Arc::new(Tokens::new(config.tokens(env)?));
 
@@ -184,14 +191,20 @@ async fn serve(
             server.clone(),
             guard,
             config.http.legacy_sse,
+            http::Limits {
+                max_streams: config.http.max_streams,
+                max_sse_sessions: config.http.max_sse_sessions,
+                sse_idle: (config.http.sse_idle_timeout_s > 0)
+                    .then(|| Duration::from_secs(config.http.sse_idle_timeout_s)),
+            },
             web,
-            shutdown.clone(),
+            stop_transports.clone(),
         );
         tracing::info!("serving MCP at http://{local}/mcp (legacy SSE at /sse)");
         if with_web {
             tracing::info!("serving the web view at http://{local}/");
         }
-        let stop = shutdown.clone();
+        let stop = stop_transports.clone();
         tasks.spawn(async move {
             if let Err(e) = http::serve(listener, app, stop).await {
                 tracing::error!(error = %e, "HTTP server failed");
@@ -217,7 +230,7 @@ async fn serve(
             "serving the relay socket at {}",
             relay.socket_path().display()
         );
-        let stop = shutdown.clone();
+        let stop = stop_transports.clone();
         tasks.spawn(async move {
             if let Err(e) = relay.serve(stop.cancelled_owned()).await {
                 tracing::error!(error = %e, "relay socket failed");
@@ -225,7 +238,7 @@ async fn serve(
         });
     }
     if config.stdio {
-        let stop = shutdown.clone();
+        let (stop, requested) = (stop_transports.clone(), shutdown_requested.clone());
         let server = server.clone();
         let nick = config.chat.nick.clone();
         tasks.spawn(async move {
@@ -234,11 +247,12 @@ async fn serve(
                 nick,
                 switchboard_shim::stdio::stdin(),
                 switchboard_shim::stdio::stdout(),
-                stop.clone(),
+                stop,
             )
             .await;
-            // The one stdio client is gone: the whole process is done.
-            stop.cancel();
+            // The one stdio client is gone: the whole process is done, in
+            // the same order as for a signal.
+            requested.cancel();
         });
     }
 
@@ -270,7 +284,7 @@ async fn serve(
                 reload_tokens(reload, &tokens, env);
                 continue;
             }
-            () = shutdown.cancelled() => {}
+            () = shutdown_requested.cancelled() => tracing::info!("the stdio client left: shutting down"),
         }
         break;
     }
@@ -285,7 +299,7 @@ async fn serve(
     {
         tracing::warn!("in-flight calls did not finish within {DRAIN_TIMEOUT:?}; stopping anyway");
     }
-    shutdown.cancel();
+    stop_transports.cancel();
     let _ = tokio::time::timeout(Duration::from_secs(2), async {
         while tasks.join_next().await.is_some() {}
     })

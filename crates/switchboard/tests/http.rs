@@ -216,3 +216,114 @@ async fn insecure_no_auth_allows_a_tokenless_non_loopback_bind() {
     .await;
     assert_eq!(client.list_all_tools().await.unwrap().len(), 8);
 }
+
+/// A `serve --http` with `[http]` settings from `toml`.
+async fn server_with_http_settings(dir: &std::path::Path, toml: &str) -> Server {
+    let config = dir.join("http.toml");
+    std::fs::write(&config, format!("[http]\n{toml}")).unwrap();
+    Server::start(&["--ephemeral", "--config", config.to_str().unwrap()]).await
+}
+
+#[tokio::test]
+async fn legacy_sse_sessions_beyond_the_cap_get_503_and_open_ones_keep_working() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = server_with_http_settings(dir.path(), "max_sse_sessions = 2\n").await;
+    let mut first = SseClient::open(&server.url("")).await;
+    first.initialize().await;
+    let second = SseClient::open(&server.url("")).await;
+    let refused = reqwest::Client::new()
+        .get(server.url("/sse"))
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 503);
+    assert!(refused.headers().contains_key("retry-after"));
+    let body = refused.text().await.unwrap();
+    assert!(body.contains("http.max_sse_sessions"), "{body}");
+    // The sessions already open are served as before.
+    let reply = first
+        .call(
+            "send_message",
+            json!({"channel": "cap", "text": "still here", "sender": "alice"}),
+        )
+        .await;
+    assert_eq!(
+        reply["result"]["content"][0]["text"],
+        "Sent to #cap as alice"
+    );
+    drop(second);
+}
+
+#[tokio::test]
+async fn streamable_http_requests_beyond_the_cap_get_503_until_one_finishes() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = server_with_http_settings(dir.path(), "max_streams = 2\n").await;
+    let post = |body: String| {
+        reqwest::Client::new()
+            .post(server.url("/mcp"))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-06-18")
+            .body(body)
+            .send()
+    };
+    let wait = |id: u32| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"wait_for_messages","arguments":{{"channel":"quiet","timeout_s":2}}}}}}"#
+        )
+    };
+    let list = r#"{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"list_channels","arguments":{}}}"#;
+    let create = r#"{"jsonrpc":"2.0","id":0,"method":"tools/call","params":{"name":"create_channel","arguments":{"name":"quiet"}}}"#;
+    assert_eq!(post(create.to_owned()).await.unwrap().status(), 200);
+    let waiting = [tokio::spawn(post(wait(1))), tokio::spawn(post(wait(2)))];
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let refused = post(list.to_owned()).await.unwrap();
+    assert_eq!(refused.status(), 503);
+    let body = refused.text().await.unwrap();
+    assert!(body.contains("http.max_streams"), "{body}");
+    for waited in waiting {
+        let response = waited.await.unwrap().unwrap();
+        assert_eq!(response.status(), 200);
+        let reply: serde_json::Value = response.json().await.unwrap();
+        assert_eq!(
+            reply["result"]["structuredContent"]["timed_out"], true,
+            "{reply}"
+        );
+    }
+    let served = post(list.to_owned()).await.unwrap();
+    assert_eq!(served.status(), 200);
+}
+
+#[tokio::test]
+async fn an_idle_legacy_sse_session_expires_and_its_id_then_answers_404() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = server_with_http_settings(dir.path(), "sse_idle_timeout_s = 1\n").await;
+    let mut busy = SseClient::open(&server.url("")).await;
+    busy.initialize().await;
+    let mut idle = SseClient::open(&server.url("")).await;
+    idle.initialize().await;
+    // A session that keeps talking outlives the timeout several times over.
+    let started = std::time::Instant::now();
+    while started.elapsed() < Duration::from_millis(2500) {
+        let pong = busy.request("ping", json!({})).await;
+        assert_eq!(pong["result"], json!({}), "{pong}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    // The quiet one has had its stream ended, and its id is gone.
+    assert!(
+        idle.ends_within(Duration::from_secs(3)).await,
+        "the idle stream stayed open"
+    );
+    let gone = reqwest::Client::new()
+        .post(&idle.endpoint)
+        .header("content-type", "application/json")
+        .body(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(gone.status(), 404);
+    assert!(gone.text().await.unwrap().contains("unknown session_id"));
+    let pong = busy.request("ping", json!({})).await;
+    assert_eq!(pong["result"], json!({}));
+}

@@ -126,6 +126,7 @@ async fn ephemeral_history_is_gone_after_exit() {
 async fn configuration_errors_exit_2_naming_the_key() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("bad.toml");
+    let caps = dir.path().join("caps.toml");
     type Case = (Vec<String>, Vec<(&'static str, &'static str)>, &'static str);
     let cases: Vec<Case> = vec![
         (vec![], vec![("MCP_PORT", "http")], "MCP_PORT"),
@@ -154,8 +155,14 @@ async fn configuration_errors_exit_2_naming_the_key() {
             "http.enabled",
         ),
         (vec!["--http".into(), "localhost".into()], vec![], "--http"),
+        (
+            vec!["--config".into(), caps.display().to_string()],
+            vec![],
+            "http.max_sse_sessions",
+        ),
     ];
     std::fs::write(&file, "[http]\nlisten_on = \"127.0.0.1:1\"\n").unwrap();
+    std::fs::write(&caps, "[http]\nmax_sse_sessions = 0\n").unwrap();
     for (args, env, expected) in cases {
         let mut all = vec!["--ephemeral".to_owned()];
         all.extend(args);
@@ -187,5 +194,114 @@ async fn a_taken_port_is_a_runtime_failure_that_names_it() {
     assert!(
         stderr.contains(&addr) && stderr.contains("http.listen"),
         "{stderr}"
+    );
+}
+
+/// `serve --stdio --http` with a `nap` tool (a command that sleeps 1.5 s):
+/// the child with its stdin open, and the HTTP address it logged.
+async fn stdio_and_http_with_a_nap_tool(
+    config: &std::path::Path,
+) -> (tokio::process::Child, std::net::SocketAddr) {
+    use tokio::io::{AsyncBufReadExt, BufReader};
+    std::fs::write(
+        config,
+        "[commands]\nprogram = \"sleep\"\n[[commands.actions]]\ntool = \"nap\"\n\
+         description = \"Sleeps for a second and a half.\"\nargv = [\"1.5\"]\n",
+    )
+    .unwrap();
+    let mut child = command(&[
+        "--stdio",
+        "--http",
+        "127.0.0.1:0",
+        "--ephemeral",
+        "--config",
+        config.to_str().unwrap(),
+    ])
+    .stdin(std::process::Stdio::piped())
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
+    let mut log = BufReader::new(child.stderr.take().unwrap()).lines();
+    let addr = tokio::time::timeout(Duration::from_secs(15), async {
+        while let Some(line) = log.next_line().await.unwrap() {
+            if let Some(rest) = line.split("serving MCP at http://").nth(1) {
+                return rest.split('/').next().unwrap().parse().unwrap();
+            }
+        }
+        panic!("switchboard exited before serving HTTP");
+    })
+    .await
+    .expect("HTTP served in time");
+    // Keep draining the log so the child never blocks on a full pipe.
+    tokio::spawn(async move { while let Ok(Some(_)) = log.next_line().await {} });
+    (child, addr)
+}
+
+#[tokio::test]
+async fn stdin_closing_drains_calls_before_the_other_transports_stop() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, addr) = stdio_and_http_with_a_nap_tool(&dir.path().join("nap.toml")).await;
+    let base = format!("http://{addr}");
+    let client = http_client(&format!("{base}/mcp"), ProtocolVersion::V_2025_11_25).await;
+    let mut sse = SseClient::open(&base).await;
+    sse.initialize().await;
+    let napping = {
+        let peer = client.peer().clone();
+        tokio::spawn(async move {
+            peer.call_tool(rmcp::model::CallToolRequestParams::new("nap"))
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    drop(child.stdin.take());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    // While the nap drains, HTTP and legacy SSE still serve: a new call on
+    // a new connection is refused by the drain, with a JSON-RPC answer.
+    let late = reqwest::Client::new()
+        .post(format!("{base}/mcp"))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-11-25")
+        .body(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"list_channels","arguments":{}}}"#)
+        .send()
+        .await
+        .expect("HTTP still accepts connections while calls drain");
+    let late: serde_json::Value = late.json().await.unwrap();
+    assert!(
+        late["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("shutting down")),
+        "{late}"
+    );
+    let on_sse = sse.call("list_channels", json!({})).await;
+    assert!(
+        on_sse["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("shutting down")),
+        "{on_sse}"
+    );
+
+    // The call in flight when stdin closed ran to its end.
+    let napped = tokio::time::timeout(Duration::from_secs(10), napping)
+        .await
+        .expect("the in-flight call answered")
+        .unwrap()
+        .expect("a tools/call reply, not a dropped connection");
+    assert!(!is_error(&napped), "{}", text(&napped));
+    assert!(
+        text(&napped).contains("exited with code 0"),
+        "{}",
+        text(&napped)
+    );
+    let status = tokio::time::timeout(Duration::from_secs(15), child.wait())
+        .await
+        .expect("switchboard exits once the calls drained")
+        .unwrap();
+    assert!(status.success(), "{status:?}");
+    assert!(
+        tokio::net::TcpStream::connect(addr).await.is_err(),
+        "HTTP still listening after exit"
     );
 }

@@ -8,7 +8,7 @@
 //!
 //! [`guard`]: super::guard
 
-use std::{net::SocketAddr, sync::Arc};
+use std::{net::SocketAddr, sync::Arc, time::Duration};
 
 use axum::{
     Router,
@@ -18,17 +18,31 @@ use axum::{
     response::{IntoResponse, Response},
 };
 use http::{HeaderMap, Method, StatusCode, header};
-use rmcp::model::{ClientJsonRpcMessage, ProtocolVersion};
+use rmcp::model::ProtocolVersion;
 use rmcp::transport::streamable_http_server::{
     StreamableHttpServerConfig, StreamableHttpService, session::never::NeverSessionManager,
 };
-use serde_json::Value;
 use switchboard_toolset::{Caller, Grant};
-use tokio::net::TcpListener;
+use tokio::{
+    net::TcpListener,
+    sync::{OwnedSemaphorePermit, Semaphore},
+};
 use tokio_util::sync::CancellationToken;
 
-use super::{DirectCall, MAX_MESSAGE_BYTES, error_json, guard, sse};
+use super::{DirectCall, MAX_MESSAGE_BYTES, error_response, guard, incoming, json_response, sse};
 use crate::mcp::McpServer;
+
+/// How much the HTTP transports take on at once (from `[http]`).
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Streamable HTTP exchanges at `/mcp` in progress (`http.max_streams`).
+    pub max_streams: usize,
+    /// Legacy SSE sessions open (`http.max_sse_sessions`).
+    pub max_sse_sessions: usize,
+    /// How long a legacy SSE session may pass without a message either way
+    /// (`http.sse_idle_timeout_s`); `None` keeps it open.
+    pub sse_idle: Option<Duration>,
+}
 
 /// Builds the app for `server`, with the `web` view's routes if given,
 /// checked by `guard`.
@@ -36,6 +50,7 @@ pub fn router(
     server: McpServer,
     guard: guard::Guard,
     legacy_sse: bool,
+    limits: Limits,
     web: Option<Router>,
     shutdown: CancellationToken,
 ) -> Router {
@@ -55,17 +70,78 @@ pub fn router(
         )
     };
     let direct = server.for_caller(Caller::new("http"));
+    let streams = Arc::new(Semaphore::new(limits.max_streams));
     let mut app = Router::new()
         .nest_service("/mcp", mcp)
-        .layer(middleware::from_fn_with_state(direct, pre_route));
+        .layer(middleware::from_fn_with_state(direct, pre_route))
+        .layer(middleware::from_fn_with_state(streams, limit_streams));
     if legacy_sse {
-        app = app.merge(sse::routes(server, shutdown));
+        app = app.merge(sse::routes(server, limits, shutdown));
     }
     if let Some(web) = web {
         app = app.merge(web);
     }
     app.layer(DefaultBodyLimit::max(MAX_MESSAGE_BYTES))
         .layer(middleware::from_fn_with_state(guard, guard::enforce))
+}
+
+/// Admits a request to `/mcp` while fewer than `http.max_streams` are in
+/// progress, and holds its place until its response body is done (a long
+/// call, or one that reports progress on an event stream, holds it longer);
+/// beyond that, `503`.
+async fn limit_streams(
+    State(streams): State<Arc<Semaphore>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let Ok(permit) = streams.try_acquire_owned() else {
+        tracing::warn!("refused a Streamable HTTP request: http.max_streams reached");
+        return busy(
+            "too many Streamable HTTP requests in progress (http.max_streams); try again shortly",
+        );
+    };
+    next.run(request).await.map(|body| {
+        Body::new(Held {
+            body,
+            _permit: permit,
+        })
+    })
+}
+
+/// `503 Service Unavailable` with a JSON-RPC error body saying why, and
+/// `Retry-After`.
+pub fn busy(message: &str) -> Response {
+    let mut response = error_response(StatusCode::SERVICE_UNAVAILABLE, -32000, message);
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, http::HeaderValue::from_static("5"));
+    response
+}
+
+/// A response body that holds a permit until it is done or dropped.
+struct Held {
+    body: Body,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl http_body::Body for Held {
+    type Data = bytes::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        std::pin::Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
 }
 
 /// Looks at each POST before rmcp does.
@@ -75,9 +151,9 @@ pub fn router(
 /// mode rmcp would start a whole service for the one request, which cost
 /// more than most tool calls. The reply is the one rmcp would send.
 ///
-/// A body that is not a JSON-RPC message is answered with `400` and a
-/// JSON-RPC error (-32700 for bad JSON, -32600 for JSON of the wrong shape),
-/// as JSON-RPC asks; rmcp itself would answer `415` with plain text.
+/// A body that is not a JSON-RPC message is answered with `400` and the
+/// JSON-RPC error every transport gives it ([`incoming`]); rmcp itself
+/// would answer `415` with plain text.
 async fn pre_route(State(server): State<McpServer>, request: Request, next: Next) -> Response {
     if request.method() != Method::POST {
         return next.run(request).await;
@@ -100,30 +176,13 @@ async fn pre_route(State(server): State<McpServer>, request: Request, next: Next
             Some(grant) => call.run(&server.with_grant(grant.clone())).await,
             None => call.run(&server).await,
         };
-        return (
-            StatusCode::OK,
-            [(header::CONTENT_TYPE, "application/json")],
-            body,
-        )
-            .into_response();
+        return json_response(StatusCode::OK, body);
     }
-    if let Err(e) = serde_json::from_slice::<ClientJsonRpcMessage>(&bytes) {
-        let (code, id) = match serde_json::from_slice::<Value>(&bytes) {
-            Err(_) => (-32700, Value::Null),
-            Ok(value) => (-32600, value.get("id").cloned().unwrap_or(Value::Null)),
-        };
-        let message = if code == -32700 {
-            "parse error"
-        } else {
-            "invalid request"
-        };
-        let body = error_json(id, code, &format!("{message}: {e}"));
-        return (
-            StatusCode::BAD_REQUEST,
-            [(header::CONTENT_TYPE, "application/json")],
-            body,
-        )
-            .into_response();
+    match incoming(&bytes) {
+        Ok(_) => {}
+        Err(Some(rejection)) => return json_response(StatusCode::BAD_REQUEST, rejection.to_json()),
+        // A notification rmcp cannot read: accepted, and dropped.
+        Err(None) => return StatusCode::ACCEPTED.into_response(),
     }
     next.run(Request::from_parts(parts, Body::from(bytes)))
         .await

@@ -14,7 +14,7 @@ pub mod relay;
 pub mod sse;
 pub mod stdio;
 
-use futures::SinkExt;
+use futures::{SinkExt, Stream};
 use rmcp::{
     model::{
         CallToolRequestMethod, ClientJsonRpcMessage, JsonObject, JsonRpcVersion2_0,
@@ -24,12 +24,12 @@ use rmcp::{
 };
 use serde::Deserialize;
 use tokio::sync::mpsc;
-use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::{CancellationToken, PollSender};
 
 use crate::mcp::McpServer;
 
-pub use switchboard_shim::framing::{MAX_MESSAGE_BYTES, error_json};
+pub use switchboard_jsonrpc::MAX_MESSAGE_BYTES;
+use switchboard_jsonrpc::{Kind, Rejection, classify, error_json};
 
 /// An HTTP response carrying [`error_json`] with no id.
 pub fn error_response(
@@ -37,29 +37,57 @@ pub fn error_response(
     code: i32,
     message: &str,
 ) -> axum::response::Response {
+    json_response(status, error_json(None, code, message))
+}
+
+/// An HTTP response with a JSON body.
+pub fn json_response(status: ::http::StatusCode, body: String) -> axum::response::Response {
     use axum::response::IntoResponse;
     (
         status,
         [(::http::header::CONTENT_TYPE, "application/json")],
-        error_json(serde_json::Value::Null, code, message),
+        body,
     )
         .into_response()
 }
 
+/// One incoming message, judged by [`classify`] (as every transport and
+/// the shim judge it) and then read as rmcp's message. `Err(Some(_))` is
+/// the error reply to send back: the classifier's, or invalid params for a
+/// well-formed request whose params its method cannot take. `Err(None)` is
+/// a notification or response rmcp cannot read, which gets no reply.
+pub fn incoming(bytes: &[u8]) -> Result<ClientJsonRpcMessage, Option<Rejection>> {
+    let message = classify(bytes).map_err(Some)?;
+    let kind = message.kind().clone();
+    serde_json::from_value(message.into_value()).map_err(|e| match kind {
+        Kind::Request(id) => Some(Rejection::invalid_params(id, e)),
+        Kind::Notification | Kind::Response => {
+            tracing::debug!(error = %e, "ignored a notification or response of an unknown shape");
+            None
+        }
+    })
+}
+
 /// Runs `server` for one client whose messages arrive on `incoming` and whose
 /// replies go to `outgoing` (stdio and legacy SSE both frame messages
-/// themselves and meet rmcp here). Returns when the client is gone or
+/// themselves and meet rmcp here; SSE queues them boxed, which keeps each
+/// session's channel blocks small). Returns when the client is gone or
 /// `session` is cancelled; on cancellation rmcp first flushes the replies of
 /// calls in flight, then drops `outgoing`.
-pub async fn serve_channels(
+pub async fn serve_channels<T>(
     server: McpServer,
-    incoming: mpsc::Receiver<ClientJsonRpcMessage>,
-    outgoing: mpsc::Sender<ServerJsonRpcMessage>,
+    incoming: impl Stream<Item = ClientJsonRpcMessage> + Send + Unpin + 'static,
+    outgoing: mpsc::Sender<T>,
     session: CancellationToken,
-) {
+) where
+    T: From<ServerJsonRpcMessage> + Send + 'static,
+{
     let sink = PollSender::new(outgoing)
-        .sink_map_err(|_| std::io::Error::from(std::io::ErrorKind::BrokenPipe));
-    match serve_server_with_ct(server, (sink, ReceiverStream::new(incoming)), session).await {
+        .sink_map_err(|_| std::io::Error::from(std::io::ErrorKind::BrokenPipe))
+        .with(|message: ServerJsonRpcMessage| {
+            futures::future::ready(Ok::<_, std::io::Error>(T::from(message)))
+        });
+    match serve_server_with_ct(server, (sink, incoming), session).await {
         Ok(running) => {
             let _ = running.waiting().await;
         }

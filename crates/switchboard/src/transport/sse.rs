@@ -10,6 +10,12 @@
 //! A session belongs to the token that opened it (when tokens are
 //! configured): its calls run under that token's grant, and a POST with
 //! another token is refused.
+//!
+//! Sessions are bounded: at most `http.max_sse_sessions` are open (`GET
+//! /sse` beyond that is a `503`), and one that carries no message either way
+//! for `http.sse_idle_timeout_s` (keep-alive comments do not count) has its
+//! stream ended; its id then answers `404`. Nothing of rmcp's runs for a
+//! session before its first POST.
 
 use std::{
     collections::HashMap,
@@ -33,29 +39,85 @@ use http::StatusCode;
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
 use serde::Deserialize;
 use switchboard_toolset::{Caller, Grant, Session};
-use tokio::sync::mpsc;
+use tokio::{
+    sync::{OwnedSemaphorePermit, Semaphore, mpsc},
+    time::Instant,
+};
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 
-use super::{error_response as reply, serve_channels};
+use super::{
+    error_response as reply, http::Limits, http::busy, incoming, json_response, serve_channels,
+};
 use crate::mcp::McpServer;
 
-/// Each session's inbox, and the grant of the token that opened it.
-type Sessions =
-    Arc<Mutex<HashMap<String, (mpsc::Sender<ClientJsonRpcMessage>, Option<Arc<Grant>>)>>>;
+/// Messages queued towards a session's server and towards its stream. They
+/// are boxed: a channel's first block holds 32 of its items, and unboxed
+/// rmcp messages made that a few dozen KiB per session.
+type Inbox = mpsc::Sender<Box<ClientJsonRpcMessage>>;
+type Outbox = mpsc::Receiver<Box<ServerJsonRpcMessage>>;
+
+/// The open sessions by id.
+type Sessions = Arc<Mutex<HashMap<String, Entry>>>;
+
+/// One open session, as a POST finds it.
+#[derive(Clone)]
+struct Entry {
+    inbox: Inbox,
+    /// The grant of the token that opened it.
+    owner: Option<Arc<Grant>>,
+    activity: Arc<Activity>,
+}
+
+/// When a session last carried a message, either way.
+struct Activity(Mutex<Instant>);
+
+impl Activity {
+    fn new() -> Self {
+        Self(Mutex::new(Instant::now()))
+    }
+
+    fn touch(&self) {
+        *self.0.lock().expect("sse activity lock") = Instant::now();
+    }
+
+    fn last(&self) -> Instant {
+        *self.0.lock().expect("sse activity lock")
+    }
+
+    /// Resolves once `idle` has passed since the last message; never
+    /// without a limit.
+    async fn expired(&self, idle: Option<Duration>) {
+        let Some(idle) = idle else {
+            return std::future::pending().await;
+        };
+        loop {
+            let deadline = self.last() + idle;
+            if Instant::now() >= deadline {
+                return;
+            }
+            tokio::time::sleep_until(deadline).await;
+        }
+    }
+}
 
 #[derive(Clone)]
 struct SseState {
     server: McpServer,
     sessions: Sessions,
+    /// One permit per open session, `http.max_sse_sessions` in all.
+    permits: Arc<Semaphore>,
+    idle: Option<Duration>,
     shutdown: CancellationToken,
 }
 
 /// The `/sse` and `/messages/` routes.
-pub fn routes(server: McpServer, shutdown: CancellationToken) -> Router {
+pub fn routes(server: McpServer, limits: Limits, shutdown: CancellationToken) -> Router {
     let state = SseState {
         server,
         sessions: Sessions::default(),
+        permits: Arc::new(Semaphore::new(limits.max_sse_sessions)),
+        idle: limits.sse_idle,
         shutdown,
     };
     Router::new()
@@ -65,12 +127,14 @@ pub fn routes(server: McpServer, shutdown: CancellationToken) -> Router {
         .with_state(state)
 }
 
-/// Ends a session when its stream is dropped (the client disconnected).
+/// Ends a session when its stream is dropped (the client disconnected, or
+/// the session expired), which frees its place.
 struct SessionGuard {
     id: String,
     sessions: Sessions,
     session: CancellationToken,
     client: Arc<Session>,
+    _permit: OwnedSemaphorePermit,
 }
 
 impl Drop for SessionGuard {
@@ -86,15 +150,27 @@ impl Drop for SessionGuard {
 }
 
 async fn connect(State(state): State<SseState>, grant: Option<Extension<Arc<Grant>>>) -> Response {
+    let Ok(permit) = state.permits.clone().try_acquire_owned() else {
+        tracing::warn!("refused GET /sse: http.max_sse_sessions reached");
+        return busy(
+            "too many legacy SSE sessions are open (http.max_sse_sessions); close one or try again later",
+        );
+    };
     let grant = grant.map(|Extension(grant)| grant);
     let id = uuid::Uuid::new_v4().simple().to_string();
-    let (in_tx, in_rx) = mpsc::channel::<ClientJsonRpcMessage>(64);
-    let (out_tx, out_rx) = mpsc::channel::<ServerJsonRpcMessage>(64);
+    let (in_tx, mut in_rx) = mpsc::channel::<Box<ClientJsonRpcMessage>>(64);
+    let (out_tx, out_rx) = mpsc::channel::<Box<ServerJsonRpcMessage>>(64);
+    let activity = Arc::new(Activity::new());
+    let entry = Entry {
+        inbox: in_tx,
+        owner: grant.clone(),
+        activity: activity.clone(),
+    };
     state
         .sessions
         .lock()
         .expect("sse sessions lock")
-        .insert(id.clone(), (in_tx, grant.clone()));
+        .insert(id.clone(), entry);
     let session = state.shutdown.child_token();
     // One agent per stream: its identity is the name it first sends under.
     let client = Arc::new(Session::new(format!("sse {}", &id[..8])));
@@ -103,28 +179,68 @@ async fn connect(State(state): State<SseState>, grant: Option<Extension<Arc<Gran
             .in_session(client.clone())
             .with_grant(grant),
     );
-    tokio::spawn(serve_channels(server, in_rx, out_tx, session.clone()));
+    {
+        let session = session.clone();
+        tokio::spawn(async move {
+            // rmcp's service is set up at the first message: until then a
+            // stream costs this small task and its channels.
+            let first = tokio::select! {
+                first = in_rx.recv() => first,
+                () = session.cancelled() => None,
+            };
+            let Some(first) = first else {
+                return; // dropping `out_tx` ends the stream
+            };
+            let messages =
+                stream::iter([*first]).chain(ReceiverStream::new(in_rx).map(|message| *message));
+            Box::pin(serve_channels(server, messages, out_tx, session)).await;
+        });
+    }
     tracing::debug!(session = %id, "legacy SSE session opened");
     let guard = SessionGuard {
         id: id.clone(),
         sessions: state.sessions.clone(),
-        session: session.clone(),
+        session,
         client,
+        _permit: permit,
     };
     let endpoint = Event::default()
         .event("endpoint")
         .data(format!("/messages/?session_id={id}"));
-    let messages = ReceiverStream::new(out_rx).map(move |message| {
-        let _alive = &guard;
-        let data = serde_json::to_string(&message).unwrap_or_default();
-        Ok::<_, Infallible>(Event::default().event("message").data(data))
-    });
+    let idle = state.idle;
+    let expired = {
+        let activity = activity.clone();
+        let id = id.clone();
+        async move {
+            activity.expired(idle).await;
+            tracing::info!(session = %id, "legacy SSE session closed after {idle:?} without a message (http.sse_idle_timeout_s)");
+        }
+    };
+    let messages = events(out_rx, activity, guard);
     // The stream ends when the session's server has flushed its last replies
-    // and stopped (at shutdown, or when the client disconnects).
-    let events = stream::once(async { Ok(endpoint) }).chain(messages);
+    // and stopped (at shutdown, or when the client disconnects), or when the
+    // session has been idle too long.
+    let events = stream::once(async { Ok(endpoint) })
+        .chain(messages)
+        .take_until(Box::pin(expired));
     Sse::new(events)
         .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
         .into_response()
+}
+
+/// The session's messages as `message` events; each counts as activity.
+/// The stream owns `guard`: the session lasts as long as it does.
+fn events(
+    out: Outbox,
+    activity: Arc<Activity>,
+    guard: SessionGuard,
+) -> impl futures::Stream<Item = Result<Event, Infallible>> {
+    ReceiverStream::new(out).map(move |message| {
+        let _alive = &guard;
+        activity.touch();
+        let data = serde_json::to_string(&message).unwrap_or_default();
+        Ok(Event::default().event("message").data(data))
+    })
 }
 
 #[derive(Deserialize)]
@@ -151,7 +267,12 @@ async fn message(
         .expect("sse sessions lock")
         .get(&id)
         .cloned();
-    let Some((sender, owner)) = sender else {
+    let Some(Entry {
+        inbox,
+        owner,
+        activity,
+    }) = sender
+    else {
         return reply(
             StatusCode::NOT_FOUND,
             -32600,
@@ -176,24 +297,13 @@ async fn message(
             "this session was opened with another token; POST with the token you opened GET /sse with",
         );
     }
-    let message: ClientJsonRpcMessage = match serde_json::from_slice(&body) {
+    let message = match incoming(&body) {
         Ok(message) => message,
-        Err(e) if e.is_syntax() || e.is_eof() => {
-            return reply(
-                StatusCode::BAD_REQUEST,
-                -32700,
-                &format!("parse error: {e}"),
-            );
-        }
-        Err(e) => {
-            return reply(
-                StatusCode::BAD_REQUEST,
-                -32600,
-                &format!("invalid request: {e}"),
-            );
-        }
+        Err(Some(rejection)) => return json_response(StatusCode::BAD_REQUEST, rejection.to_json()),
+        Err(None) => return (StatusCode::ACCEPTED, "Accepted").into_response(),
     };
-    if sender.send(message).await.is_err() {
+    activity.touch();
+    if inbox.send(Box::new(message)).await.is_err() {
         return reply(
             StatusCode::NOT_FOUND,
             -32600,

@@ -2,8 +2,9 @@
 //!
 //! The framing is ours rather than rmcp's so that every malformed line gets
 //! an answer: rmcp skips lines that are not JSON, and a client waiting on
-//! such a request would hang. Here a line that is not JSON gets a -32700
-//! parse error, and JSON that is not a JSON-RPC message gets -32600. Only
+//! such a request would hang. Here each line is judged by
+//! [`switchboard_jsonrpc::classify`], as on every other transport, and a
+//! malformed one gets its error reply (-32700, -32600, -32602). Only
 //! protocol bytes ever reach stdout; one writer task owns it.
 //!
 //! `tools/call`, nearly all of a busy session's traffic, takes a shorter way
@@ -26,21 +27,22 @@ use std::{
 };
 
 use rmcp::model::{
-    ClientJsonRpcMessage, ClientNotification, ErrorCode, JsonRpcMessage, RequestId,
-    ServerJsonRpcMessage, ServerResult,
+    ClientJsonRpcMessage, ClientNotification, JsonRpcMessage, RequestId, ServerJsonRpcMessage,
+    ServerResult,
 };
-use serde_json::Value;
 use switchboard_toolset::{Caller, Notification, Session};
 use tokio::{
     io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader},
     sync::mpsc,
 };
+use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 
-use super::{DirectCall, MAX_MESSAGE_BYTES, error_json, serve_channels};
+use super::{DirectCall, incoming, serve_channels};
 use crate::mcp::McpServer;
+use switchboard_jsonrpc::{Rejection, strip_bom};
 use switchboard_lines::Next;
-use switchboard_shim::framing::{line_reader, strip_bom};
+use switchboard_shim::framing::{is_blank, line_reader};
 
 /// Notifications queued for the client before the rest are dropped (push
 /// is best effort: what it drops stays unread).
@@ -75,7 +77,13 @@ pub async fn serve<R, W>(
     let writer = tokio::spawn(write_lines(output, line_rx, out_rx, note_rx, state.clone()));
     let reader = tokio::spawn(read_lines(input, in_tx, line_tx, server.clone(), state));
 
-    serve_channels(server, in_rx, out_tx, shutdown.child_token()).await;
+    serve_channels(
+        server,
+        ReceiverStream::new(in_rx),
+        out_tx,
+        shutdown.child_token(),
+    )
+    .await;
     client.close();
     reader.abort();
     // The writer ends once rmcp and every direct call have sent their replies.
@@ -157,21 +165,16 @@ async fn read_lines<R: AsyncRead + Unpin>(
         match lines.next(&mut input).await {
             Ok(Next::Eof) => break,
             Ok(Next::TooLong) => {
-                let reply = error_line(
-                    Value::Null,
-                    ErrorCode::INVALID_REQUEST,
-                    &format!("message exceeds {MAX_MESSAGE_BYTES} bytes and was discarded"),
-                );
-                if replies.send(reply).await.is_err() {
+                if replies.send(Rejection::too_long().to_json()).await.is_err() {
                     break;
                 }
             }
             Ok(Next::Line(line)) => {
                 let text = strip_bom(line);
-                if text.is_empty() || start_direct_call(text, &server, &session, &replies) {
+                if is_blank(text) || start_direct_call(text, &server, &session, &replies) {
                     continue;
                 }
-                match parse(text) {
+                match incoming(text) {
                     Ok(message) => {
                         if let JsonRpcMessage::Notification(n) = &message
                             && let ClientNotification::CancelledNotification(c) = &n.notification
@@ -183,8 +186,8 @@ async fn read_lines<R: AsyncRead + Unpin>(
                             break;
                         }
                     }
-                    Err(Some(reply)) => {
-                        if replies.send(reply).await.is_err() {
+                    Err(Some(rejection)) => {
+                        if replies.send(rejection.to_json()).await.is_err() {
                             break;
                         }
                     }
@@ -197,37 +200,6 @@ async fn read_lines<R: AsyncRead + Unpin>(
             }
         }
     }
-}
-
-/// Parses one message. `Err(Some(reply))` is the error line to send back;
-/// `Err(None)` means a malformed notification, which gets no reply.
-fn parse(text: &[u8]) -> Result<ClientJsonRpcMessage, Option<String>> {
-    let value: Value = serde_json::from_slice(text).map_err(|e| {
-        Some(error_line(
-            Value::Null,
-            ErrorCode::PARSE_ERROR,
-            &format!("parse error: {e}"),
-        ))
-    })?;
-    if value.is_object() && value.get("method").is_some() && value.get("id").is_none() {
-        // A notification; unknown ones are ignored, as JSON-RPC requires.
-        return serde_json::from_value(value).map_err(|_| None);
-    }
-    let id = match value.get("id") {
-        Some(id @ (Value::Number(_) | Value::String(_))) => id.clone(),
-        _ => Value::Null,
-    };
-    serde_json::from_value(value).map_err(|e| {
-        Some(error_line(
-            id,
-            ErrorCode::INVALID_REQUEST,
-            &format!("invalid request: {e}"),
-        ))
-    })
-}
-
-fn error_line(id: Value, code: ErrorCode, message: &str) -> String {
-    error_json(id, code.0, message)
 }
 
 /// Appends `note` as a JSON-RPC notification line.
@@ -300,28 +272,7 @@ async fn write_lines<W: AsyncWrite + Unpin>(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn non_json_lines_get_a_parse_error_with_null_id() {
-        let reply = parse(b"{not json").unwrap_err().unwrap();
-        let v: Value = serde_json::from_str(&reply).unwrap();
-        assert_eq!(v["error"]["code"], -32700);
-        assert!(v["id"].is_null());
-    }
-
-    #[test]
-    fn json_that_is_not_json_rpc_gets_invalid_request_with_its_id() {
-        let reply = parse(br#"{"id": 7, "jsonrpc": "2.0"}"#)
-            .unwrap_err()
-            .unwrap();
-        let v: Value = serde_json::from_str(&reply).unwrap();
-        assert_eq!(
-            (v["error"]["code"].as_i64(), v["id"].as_i64()),
-            (Some(-32600), Some(7))
-        );
-        let reply = parse(b"[1,2]").unwrap_err().unwrap();
-        assert!(reply.contains("-32600"));
-    }
+    use serde_json::Value;
 
     /// A toolset whose one tool echoes its arguments.
     struct Echo;

@@ -367,6 +367,16 @@ impl SseClient {
         }
     }
 
+    /// Whether the server ends the event stream within `within` (events
+    /// before the end are skipped).
+    pub async fn ends_within(&mut self, within: Duration) -> bool {
+        tokio::time::timeout(within, async {
+            while self.events.recv().await.is_some() {}
+        })
+        .await
+        .is_ok()
+    }
+
     pub async fn notify(&self, method: &str) {
         let body = serde_json::json!({"jsonrpc": "2.0", "method": method});
         assert_eq!(self.post(body.to_string()).await, 202);
