@@ -357,12 +357,10 @@ impl RunOutcome {
             let _ = writeln!(out, "- {}", growth.describe());
         }
 
-        let _ = writeln!(
-            out,
-            "\nPanics in the logs: {}{}",
-            self.panics.len(),
-            join(self.panics.iter().take(5).map(|p| format!("\n- `{p}`")))
-        );
+        let _ = writeln!(out, "\nPanics in the logs: {}", self.panics.len());
+        for panic in self.panics.iter().take(5) {
+            let _ = writeln!(out, "- `{panic}`");
+        }
         let _ = writeln!(
             out,
             "Clean shutdown at the end: {}",
