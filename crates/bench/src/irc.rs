@@ -418,7 +418,7 @@ async fn send(
 }
 
 /// What a panic in a spawned task said.
-fn panic_text(error: tokio::task::JoinError) -> String {
+pub(crate) fn panic_text(error: tokio::task::JoinError) -> String {
     match error.try_into_panic() {
         Ok(panic) => panic
             .downcast_ref::<String>()
@@ -530,7 +530,7 @@ impl Bridge {
 }
 
 /// The config file of a benchmark switchboard on the IRC backend.
-fn config_toml(port: u16, nick: &str, channels: &[&str]) -> anyhow::Result<String> {
+pub(crate) fn config_toml(port: u16, nick: &str, channels: &[&str]) -> anyhow::Result<String> {
     Ok(format!(
         "[chat]\n\
          backend = \"irc\"\n\
@@ -548,13 +548,13 @@ fn config_toml(port: u16, nick: &str, channels: &[&str]) -> anyhow::Result<Strin
     ))
 }
 
-fn utf8(path: &Path) -> anyhow::Result<&str> {
+pub(crate) fn utf8(path: &Path) -> anyhow::Result<&str> {
     path.to_str()
         .with_context(|| format!("{} is not UTF-8", path.display()))
 }
 
 /// The last [`LOG_TAIL`] lines of a log file.
-fn tail(path: &Path) -> String {
+pub(crate) fn tail(path: &Path) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let lines: Vec<&str> = text.lines().collect();
     let from = lines.len().saturating_sub(LOG_TAIL);

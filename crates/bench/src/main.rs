@@ -45,6 +45,10 @@
 //! by one current-thread tokio runtime, so the benchmark itself uses at most
 //! about one core. The CPU each side used is reported with every workload.
 //!
+//! `switchboard-bench soak --minutes N` is not a performance section but a
+//! soak under faults ([`soak`]): agents on every transport for N minutes
+//! while the daemon is killed, the IRC server restarted and the disk filled.
+//!
 //! `--quick` is a smoke run: 10 cold starts, 1 round, 100,000 messages, 500
 //! reads (and relay calls), 200 IRC sends, 20,000 IRC channel messages, 50
 //! pushed sessions, 100 channels of 10,000 messages, 100 SSE sessions. The
@@ -62,6 +66,7 @@ mod rpc;
 mod rss;
 mod server;
 mod sessions;
+mod soak;
 mod stdio;
 mod sys;
 mod tokens;
@@ -72,7 +77,7 @@ mod workload;
 use std::{cell::Cell, path::PathBuf, process::ExitCode, time::Instant};
 
 use anyhow::{Context, bail};
-use clap::{Parser, ValueEnum};
+use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::{
     report::{Failure, Report, thousands},
@@ -101,6 +106,16 @@ struct Cli {
     /// Where the large history is cached [default: $TMPDIR/switchboard-bench].
     #[arg(long, value_name = "DIR")]
     cache_dir: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// A soak under faults: agents on every transport while the daemon is
+    /// killed, the IRC server restarted and the disk filled; then every
+    /// acknowledged send is checked in the history (needs root to mount tmpfs).
+    Soak(soak::SoakArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -190,6 +205,16 @@ impl Plan {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Some(Command::Soak(args)) = &cli.command {
+        return match binary_path(&cli).and_then(|path| soak::run(&Switchboard { path }, args)) {
+            Ok(true) => ExitCode::SUCCESS,
+            Ok(false) => ExitCode::FAILURE,
+            Err(e) => {
+                eprintln!("switchboard-bench soak: {e:#}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     match run(&cli) {
         Ok(report) if report.failures.is_empty() => ExitCode::SUCCESS,
         Ok(_) => ExitCode::FAILURE,

@@ -1,5 +1,5 @@
-//! What the benchmark reads from `/proc`: memory and CPU time of a process,
-//! and the file system a directory lives on.
+//! What the benchmark reads from `/proc`: memory, open files and CPU time of
+//! a process, and the file system a directory lives on.
 
 use std::{
     fs,
@@ -32,6 +32,13 @@ impl Memory {
             peak_kib: field("VmHWM:")?,
         })
     }
+}
+
+/// How many file descriptors a process has open (`/proc/PID/fd`).
+pub fn open_fds(pid: u32) -> anyhow::Result<usize> {
+    Ok(fs::read_dir(format!("/proc/{pid}/fd"))
+        .with_context(|| format!("cannot list /proc/{pid}/fd"))?
+        .count())
 }
 
 /// Watches the CPU that some processes, and the rest of the machine, use

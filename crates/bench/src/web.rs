@@ -141,6 +141,13 @@ impl HttpSession {
     }
 }
 
+impl HttpSession {
+    /// Whether the server has closed the connection (a request on it would fail).
+    pub fn is_closed(&self) -> bool {
+        self.connection.sender.is_closed()
+    }
+}
+
 impl Session for HttpSession {
     async fn request(&mut self, method: &str, params: &Value) -> anyhow::Result<Reply> {
         let id = self.next_id;
@@ -204,6 +211,13 @@ impl SseSession {
             self.endpoint
         );
         Ok(())
+    }
+}
+
+impl SseSession {
+    /// Whether the server has closed the connection requests are posted on.
+    pub fn is_closed(&self) -> bool {
+        self.posts.sender.is_closed()
     }
 }
 

@@ -234,7 +234,9 @@ pub enum HistoryError {
     NewerSchema { path: String, found: i64 },
     #[error("history database error: {0}")]
     Sqlite(#[from] rusqlite::Error),
-    #[error("the message was not stored: the history database failed to commit ({0})")]
+    /// A group of writes was rolled back; the text says why and, for a full
+    /// disk, which data directory needs room (see [`commit_failure`]).
+    #[error("the message was not stored: {0}")]
     Commit(String),
     #[error("cannot start the history writer thread: {0}")]
     Thread(std::io::Error),
@@ -373,6 +375,8 @@ impl History {
         });
         load_cursors(&conn, &shared.cursors)?;
         let writer = Writer {
+            data_version: conn.query_row("PRAGMA data_version", [], |row| row.get(0))?,
+            database: shared.open.target.clone(),
             conn,
             shared: Arc::downgrade(&shared),
             channel_ids: HashMap::new(),
@@ -930,6 +934,24 @@ fn from_micros(us: i64) -> DateTime<Utc> {
     DateTime::from_timestamp_micros(us).unwrap_or_default()
 }
 
+/// Why a group was not committed, for everyone whose write was in it. A
+/// full disk names the data directory and says that sends recover by
+/// themselves: the writer keeps no state from a failed group, so the next
+/// one succeeds as soon as there is room.
+pub(super) fn commit_failure(database: &str, e: &rusqlite::Error) -> String {
+    if e.sqlite_error_code() != Some(rusqlite::ErrorCode::DiskFull) {
+        return format!("the history database {database} failed to commit ({e})");
+    }
+    let dir = Path::new(database)
+        .parent()
+        .filter(|dir| !dir.as_os_str().is_empty())
+        .map_or_else(|| ".".to_owned(), |dir| dir.display().to_string());
+    format!(
+        "the disk holding the data directory {dir} is full (history database {database}: {e}); \
+         free space there and send again, switchboard recovers by itself"
+    )
+}
+
 fn create_parent(path: &Path) -> Result<(), HistoryError> {
     match path.parent() {
         Some(dir) if !dir.as_os_str().is_empty() => {
@@ -1286,5 +1308,62 @@ pub(crate) mod tests {
             .unwrap();
         assert_eq!(count, 1000);
         history.close();
+    }
+
+    #[test]
+    fn writers_sharing_a_file_take_turns_in_one_channel() {
+        // As several `serve --stdio` on one data directory do.
+        let rt = runtime();
+        let dir = tempfile::tempdir().unwrap();
+        let location = Location::File(dir.path().join("history.db"));
+        let first = History::open(&location, Durability::Full).unwrap();
+        let second = History::open(&location, Durability::Full).unwrap();
+        rt.block_on(async {
+            for i in 0..3 {
+                for history in [&first, &second] {
+                    history
+                        .append(vec![msg("#a", "bob", &format!("m{i}"))])
+                        .await
+                        .unwrap();
+                }
+            }
+        });
+        let seqs: Vec<i64> = first
+            .read("#a", None, 10)
+            .unwrap()
+            .iter()
+            .map(|m| m.seq)
+            .collect();
+        assert_eq!(seqs, [6, 5, 4, 3, 2, 1]);
+        let stamps: Vec<_> = first
+            .read("#a", None, 10)
+            .unwrap()
+            .iter()
+            .map(|m| m.time)
+            .collect();
+        assert!(stamps.windows(2).all(|w| w[0] > w[1]), "{stamps:?}");
+        first.close();
+        second.close();
+    }
+
+    #[test]
+    fn a_full_disk_names_the_data_directory() {
+        let full = rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_FULL),
+            None,
+        );
+        let text = HistoryError::Commit(commit_failure("/srv/sb/history.db", &full)).to_string();
+        assert!(text.starts_with("the message was not stored: "), "{text}");
+        assert!(text.contains("data directory /srv/sb is full"), "{text}");
+        assert!(text.contains("recovers by itself"), "{text}");
+        let other = rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CONSTRAINT),
+            None,
+        );
+        let text = commit_failure("/srv/sb/history.db", &other);
+        assert!(
+            text.contains("/srv/sb/history.db failed to commit"),
+            "{text}"
+        );
     }
 }

@@ -19,7 +19,7 @@ use chrono::Utc;
 use rusqlite::{Connection, OptionalExtension, params};
 use tokio::sync::oneshot;
 
-use super::{HistoryError, Message, NewMessage, SenderKind, Shared, from_micros};
+use super::{HistoryError, Message, NewMessage, SenderKind, Shared, commit_failure, from_micros};
 use crate::names::Channel;
 
 /// Most operations committed in one transaction.
@@ -50,6 +50,12 @@ pub(super) enum Op {
 
 pub(super) struct Writer {
     pub(super) conn: Connection,
+    /// The database as the failure messages name it.
+    pub(super) database: String,
+    /// SQLite's `data_version` when this writer last held the write lock:
+    /// it changes when another process sharing the file has committed, and
+    /// then the cached ids, positions and last stamp are stale.
+    pub(super) data_version: i64,
     pub(super) shared: Weak<Shared>,
     pub(super) channel_ids: HashMap<String, i64>,
     /// Each channel's newest position, by id (filled on first use).
@@ -115,7 +121,7 @@ impl Writer {
                 let _ = shared.feed.send(stored.into());
             }
         }
-        let failure = result.err().map(|e| e.to_string());
+        let failure = result.err().map(|e| commit_failure(&self.database, &e));
         for op in group {
             op.finish(failure.as_deref());
         }
@@ -123,6 +129,7 @@ impl Writer {
 
     fn run_group(&mut self, group: &mut [Op]) -> rusqlite::Result<()> {
         self.conn.execute_batch("BEGIN IMMEDIATE")?;
+        self.catch_up_with_other_writers()?;
         for op in group.iter_mut() {
             match op {
                 Op::Append {
@@ -153,6 +160,30 @@ impl Writer {
             }
         }
         self.conn.execute_batch("COMMIT")
+    }
+
+    /// Drops what other processes' commits made stale (several `serve
+    /// --stdio` may share one data directory). Runs under the write lock.
+    fn catch_up_with_other_writers(&mut self) -> rusqlite::Result<()> {
+        let version: i64 = self
+            .conn
+            .prepare_cached("PRAGMA data_version")?
+            .query_row([], |row| row.get(0))?;
+        if version != self.data_version {
+            self.data_version = version;
+            self.channel_ids.clear();
+            self.channel_seqs.clear();
+            let newest: Option<i64> = self
+                .conn
+                .query_row(
+                    "SELECT ts FROM messages ORDER BY id DESC LIMIT 1",
+                    [],
+                    |row| row.get(0),
+                )
+                .optional()?;
+            self.last_stamp = self.last_stamp.max(newest.unwrap_or(0));
+        }
+        Ok(())
     }
 
     /// The id of `channel`, creating it if needed; true when it was created.
