@@ -5,43 +5,72 @@
 //!
 //! The data directory is a small tmpfs mounted for the test, which needs
 //! root (CI runs as root in its container); without it the test fails and
-//! says so.
+//! says so. On IRC the line has reached the channel when the observer
+//! cannot record it: the send fails at once saying both.
 
 mod common;
 
-use std::{
-    fs::File,
-    io::{ErrorKind, Write},
-    path::{Path, PathBuf},
-    process::Command,
-    time::{Duration, Instant},
-};
+use std::time::{Duration, Instant};
 
 use common::*;
 use rmcp::model::ProtocolVersion;
 use serde_json::json;
+use switchboard_testkit::{Filler, IrcServer, ServerKind, ServerOptions, Tmpfs};
 
 /// How long the daemon may take to store a send once space is back.
 const RECOVERY: Duration = Duration::from_secs(10);
 
 #[tokio::test]
 async fn a_full_disk_fails_sends_naming_the_data_directory_and_recovers_when_space_returns() {
-    let mount = Tmpfs::mount("4m");
+    full_disk(&[], "not stored", 16 * 1024).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_irc_a_line_heard_but_not_stored_fails_at_once_saying_so() {
+    let irc = IrcServer::start(ServerKind::InspIRCd, ServerOptions::default()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("switchboard.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[chat]\nbackend = \"irc\"\n[chat.irc]\nserver = \"127.0.0.1\"\nport = {}\nsend_timeout_s = 30\n",
+            irc.port()
+        ),
+    )
+    .unwrap();
+    full_disk(
+        &["--config", file.to_str().unwrap()],
+        "reached the IRC channel, but switchboard could not record them",
+        // A few wire lines: IRC's flood control paces long texts.
+        2 * 1024,
+    )
+    .await;
+}
+
+/// Fills the data directory's disk under a daemon started with `args`:
+/// sends of `size` bytes fail soon with `failure` and the data directory
+/// named, reads and search go on, and sends are stored again once space
+/// returns.
+async fn full_disk(args: &[&str], failure: &str, size: usize) {
+    let mount = Tmpfs::mount(4).expect("a tmpfs for the data directory");
     let data = mount.path.join("data");
     let data_arg = data.to_str().unwrap();
-    let server = Server::start(&["--data-dir", data_arg]).await;
+    let mut all = args.to_vec();
+    all.extend(["--data-dir", data_arg]);
+    let server = Server::start(&all).await;
     let client = http_client(&server.url("/mcp"), ProtocolVersion::V_2025_11_25).await;
-    send(&client, "disk", "alice", "before the disk filled up").await;
+    let first = send(&client, "#disk", "alice", "before the disk filled up").await;
+    assert!(!is_error(&first), "{}", text(&first));
 
-    let filler = mount.path.join("filler");
-    fill(&filler);
+    let (filler, _) = Filler::fill(&mount.path.join("filler")).expect("fill the tmpfs");
     // Large texts, so that every attempt needs pages the disk does not have.
-    let big = |what: &str| format!("{what} {}", "x".repeat(16 * 1024));
+    let big = |what: &str| format!("{what} {}", "x".repeat(size));
     for attempt in 0..3 {
+        let started = Instant::now();
         let result = call(
             &client,
             "send_message",
-            json!({"channel": "disk", "sender": "alice", "text": big(&format!("lost {attempt}"))}),
+            json!({"channel": "#disk", "sender": "alice", "text": big(&format!("lost {attempt}"))}),
         )
         .await;
         let error = text(&result);
@@ -53,22 +82,27 @@ async fn a_full_disk_fails_sends_naming_the_data_directory_and_recovers_when_spa
             error.contains(&format!("data directory {data_arg} is full")),
             "the error does not name the full data directory: {error}"
         );
-        assert!(error.contains("not stored"), "{error}");
+        assert!(error.contains(failure), "{error}");
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the failure took {:?}",
+            started.elapsed()
+        );
     }
-    let read = call(&client, "read_messages", json!({"channel": "disk"})).await;
+    let read = call(&client, "read_messages", json!({"channel": "#disk"})).await;
     assert!(!is_error(&read), "read on a full disk: {}", text(&read));
     assert_eq!(texts(&read), ["before the disk filled up"]);
     let found = call(&client, "search_messages", json!({"query": "filled"})).await;
     assert!(!is_error(&found), "search on a full disk: {}", text(&found));
 
-    std::fs::remove_file(&filler).unwrap();
+    filler.remove().unwrap();
     let freed = Instant::now();
     let mut attempt = 0;
     loop {
         let result = call(
             &client,
             "send_message",
-            json!({"channel": "disk", "sender": "alice", "text": big(&format!("after {attempt}"))}),
+            json!({"channel": "#disk", "sender": "alice", "text": big(&format!("after {attempt}"))}),
         )
         .await;
         if !is_error(&result) {
@@ -83,57 +117,27 @@ async fn a_full_disk_fails_sends_naming_the_data_directory_and_recovers_when_spa
         attempt += 1;
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let read = call(&client, "read_messages", json!({"channel": "disk"})).await;
+    let read = call(&client, "read_messages", json!({"channel": "#disk"})).await;
+    // Newest first.
     let stored = texts(&read);
-    assert_eq!(stored.len(), 2, "{:?}", stored);
-    assert_eq!(stored[1], "before the disk filled up");
-    assert!(stored[0].starts_with(&format!("after {attempt} ")));
+    let starts: Vec<String> = stored
+        .iter()
+        .map(|t| t.chars().take(24).collect())
+        .collect();
+    assert_eq!(
+        stored.last().map(String::as_str),
+        Some("before the disk filled up"),
+        "{starts:?}"
+    );
+    // On IRC a long text is several lines, each its own message.
+    assert!(
+        stored
+            .iter()
+            .any(|t| t.starts_with(&format!("after {attempt}"))),
+        "{starts:?}"
+    );
+    assert!(!stored.iter().any(|t| t.starts_with("lost")), "{starts:?}");
     assert!(!server.log().contains("panicked"), "{}", server.log());
     server.signal(libc::SIGTERM);
     assert!(server.exit(Duration::from_secs(15)).await.success());
-}
-
-/// Writes `path` until the file system has no room left.
-fn fill(path: &Path) {
-    let mut file = File::create(path).unwrap();
-    let block = vec![0u8; 64 * 1024];
-    loop {
-        match file.write_all(&block) {
-            Ok(()) => {}
-            Err(e) if e.kind() == ErrorKind::StorageFull => return,
-            Err(e) => panic!("cannot fill {}: {e}", path.display()),
-        }
-    }
-}
-
-/// A tmpfs of a given size on a fresh temp dir, unmounted on drop.
-struct Tmpfs {
-    path: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Tmpfs {
-    fn mount(size: &str) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().to_owned();
-        let output = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(&path)
-            .output()
-            .expect("cannot run mount(8)");
-        assert!(
-            output.status.success(),
-            "this test mounts a {size} tmpfs as the data directory and needs root \
-             (or CAP_SYS_ADMIN in a container): mount failed: {}",
-            String::from_utf8_lossy(&output.stderr).trim()
-        );
-        Self { path, _dir: dir }
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        // Lazy: a server still holding files must not keep the mount alive.
-        let _ = Command::new("umount").arg("-l").arg(&self.path).status();
-    }
 }

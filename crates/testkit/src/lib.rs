@@ -43,6 +43,7 @@
 
 mod browser;
 mod config;
+mod disk;
 mod human;
 mod line;
 mod network;
@@ -52,6 +53,7 @@ mod services;
 mod tls;
 
 pub use browser::{Browser, BrowserOptions};
+pub use disk::{Filler, Tmpfs};
 pub use human::{ConnectError, Human, JOIN_TIMEOUT, REGISTER_TIMEOUT};
 pub use line::Line;
 pub use network::IrcNetwork;

@@ -11,13 +11,13 @@ use std::{
 };
 
 use anyhow::{Context, anyhow, bail};
-use switchboard_testkit::{IrcServer, ServerKind, ServerOptions};
+use switchboard_testkit::{Filler, IrcServer, ServerKind, ServerOptions, Tmpfs};
 use tokio::process::{Child, Command};
 
 use super::{
     Backend,
     agent::{self, Agent, Ledger, Link, Transport},
-    faults::{Filler, Schedule, Tmpfs},
+    faults::Schedule,
     report::{DiskFull, FaultLog, RunOutcome},
     samples::{self, DaemonPid},
     verify::{self, Tally},

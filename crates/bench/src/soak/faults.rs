@@ -1,15 +1,7 @@
 //! The faults of a soak run and when they happen: `kill -9` of the daemon,
 //! restarts of the IRC server, and one full disk (a tmpfs filled to ENOSPC).
 
-use std::{
-    fs::File,
-    io::{ErrorKind, Write},
-    path::{Path, PathBuf},
-    process::Command,
-    time::Duration,
-};
-
-use anyhow::{Context, bail};
+use std::time::Duration;
 
 /// How often the daemon is killed, and the IRC server restarted, in a run
 /// of at least 5 minutes.
@@ -54,74 +46,6 @@ impl Schedule {
 
     pub fn full_until(&self) -> Duration {
         self.full_at + self.full_for
-    }
-}
-
-/// A tmpfs of a given size on a fresh directory, unmounted (lazily, so that a
-/// process still holding a file does not keep it busy) when dropped.
-pub struct Tmpfs {
-    pub path: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Tmpfs {
-    pub fn mount(size_mib: u64) -> anyhow::Result<Self> {
-        let dir = tempfile::tempdir()?;
-        let path = dir.path().to_owned();
-        let output = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size_mib}m"), "tmpfs"])
-            .arg(&path)
-            .output()
-            .context("cannot run mount(8)")?;
-        if !output.status.success() {
-            bail!(
-                "cannot mount a {size_mib} MiB tmpfs at {} for the data directory (the soak \
-                 needs root, or CAP_SYS_ADMIN in a container): {}",
-                path.display(),
-                String::from_utf8_lossy(&output.stderr).trim()
-            );
-        }
-        Ok(Self { path, _dir: dir })
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(&self.path).status();
-    }
-}
-
-/// A file that takes every free byte of its file system until removed.
-pub struct Filler {
-    path: PathBuf,
-}
-
-impl Filler {
-    /// Writes `path` until the file system reports ENOSPC; returns the file
-    /// and how many bytes it took.
-    pub fn fill(path: &Path) -> anyhow::Result<(Self, u64)> {
-        let mut file =
-            File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
-        let block = vec![0u8; 256 * 1024];
-        let mut written = 0u64;
-        loop {
-            match file.write(&block) {
-                Ok(n) => written += n as u64,
-                Err(e) if e.kind() == ErrorKind::StorageFull => break,
-                Err(e) => return Err(e).with_context(|| format!("cannot fill {}", path.display())),
-            }
-        }
-        Ok((
-            Self {
-                path: path.to_owned(),
-            },
-            written,
-        ))
-    }
-
-    pub fn remove(self) -> anyhow::Result<()> {
-        std::fs::remove_file(&self.path)
-            .with_context(|| format!("cannot remove {}", self.path.display()))
     }
 }
 

@@ -428,15 +428,34 @@ fn channel_message(
 async fn record(inner: Arc<Inner>, mut records: mpsc::Receiver<NewMessage>) {
     let mut batch = Vec::with_capacity(1024);
     while records.recv_many(&mut batch, 1024).await > 0 {
+        let map = inner.observer.info().rules.casemapping;
+        // Kept to tell waiting senders when the batch cannot be stored.
+        let heard: Vec<(String, String, String)> = batch
+            .iter()
+            .map(|m| {
+                (
+                    m.channel.key().to_owned(),
+                    map.fold(&m.nick),
+                    m.text.clone(),
+                )
+            })
+            .collect();
         match inner.history.append(std::mem::take(&mut batch)).await {
             Ok(stored) => {
-                let map = inner.observer.info().rules.casemapping;
                 for message in stored {
                     let (channel, nick) = (map.fold(&message.channel), map.fold(&message.nick));
                     inner.confirmations.observed(&channel, &nick, message);
                 }
             }
-            Err(e) => tracing::error!(error = %e, "channel messages were not recorded"),
+            Err(e) => {
+                tracing::error!(error = %e, "channel messages were not recorded");
+                let reason = e.to_string();
+                for (channel, nick, text) in heard {
+                    inner
+                        .confirmations
+                        .not_recorded(&channel, &nick, &text, &reason);
+                }
+            }
         }
     }
 }
@@ -474,15 +493,22 @@ struct Confirmations {
 struct Expected {
     texts: VecDeque<String>,
     heard: Vec<Message>,
-    done: oneshot::Sender<Vec<Message>>,
+    /// The stored lines, or why the observer heard them but could not
+    /// store them.
+    done: oneshot::Sender<Result<Vec<Message>, String>>,
 }
 
 impl Confirmations {
     /// Starts expecting `texts` from `nick` in `channel`.
-    fn expect(&self, channel: &str, nick: &str, texts: &[&str]) -> oneshot::Receiver<Vec<Message>> {
+    fn expect(
+        &self,
+        channel: &str,
+        nick: &str,
+        texts: &[&str],
+    ) -> oneshot::Receiver<Result<Vec<Message>, String>> {
         let (done, rx) = oneshot::channel();
         if texts.is_empty() {
-            let _ = done.send(Vec::new());
+            let _ = done.send(Ok(Vec::new()));
             return rx;
         }
         self.waiting
@@ -517,7 +543,29 @@ impl Confirmations {
         }
         while queue.front().is_some_and(|e| e.texts.is_empty()) {
             let done = queue.pop_front().expect("front exists");
-            let _ = done.done.send(done.heard);
+            let _ = done.done.send(Ok(done.heard));
+        }
+        if queue.is_empty() {
+            waiting.remove(&key);
+        }
+    }
+
+    /// A line from `nick` in `channel` (both folded) was heard but could not
+    /// be stored, for `reason`: the send waiting for it fails now rather
+    /// than at its deadline.
+    fn not_recorded(&self, channel: &str, nick: &str, text: &str, reason: &str) {
+        let mut waiting = self.waiting.lock().expect("confirmations lock");
+        let key = (channel.to_owned(), nick.to_owned());
+        let Some(queue) = waiting.get_mut(&key) else {
+            return;
+        };
+        let text = text.trim();
+        if let Some(at) = queue
+            .iter()
+            .position(|e| e.texts.front().is_some_and(|t| t == text))
+            && let Some(expected) = queue.remove(at)
+        {
+            let _ = expected.done.send(Err(reason.to_owned()));
         }
         if queue.is_empty() {
             waiting.remove(&key);
@@ -667,7 +715,11 @@ impl Inner {
             ))
         };
         let (nick, waiting) = armed.await.map_err(|_| unheard())?;
-        let heard = waiting.await.map_err(|_| unheard())?;
+        let heard = waiting.await.map_err(|_| unheard())?.map_err(|reason| {
+            ChatError::Network(format!(
+                "the lines to {channel} reached the IRC channel, but switchboard could not record them: {reason}"
+            ))
+        })?;
         Ok(Delivery {
             stored: heard,
             lines: sent.lines,
