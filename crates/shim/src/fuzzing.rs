@@ -10,7 +10,7 @@
 use std::{collections::HashMap, path::PathBuf, time::Duration};
 
 use serde_json::Value;
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncReadExt, DuplexStream};
 
 use crate::{Target, serve, upstream::Timeouts};
 
@@ -31,19 +31,25 @@ pub fn shim_stdio(data: &[u8]) {
                 call: Duration::from_millis(50),
             },
         };
-        let (stdout, mut written) = tokio::io::duplex(64 * 1024);
-        let reader = tokio::spawn(async move {
-            let mut bytes = Vec::new();
-            written
-                .read_to_end(&mut bytes)
-                .await
-                .expect("reading a duplex never fails");
-            bytes
-        });
-        serve(target, data, stdout).await;
-        reader.await.expect("the reader task does not panic")
+        written_by(|stdout| serve(target, data, stdout)).await
     });
     check_replies(data, &output, Answers::EveryRequest);
+}
+
+/// Runs `server` with a stdout whose bytes are collected, and returns them
+/// once the server has finished and dropped it.
+pub async fn written_by<F: Future<Output = ()>>(server: impl FnOnce(DuplexStream) -> F) -> Vec<u8> {
+    let (stdout, mut written) = tokio::io::duplex(64 * 1024);
+    let reader = tokio::spawn(async move {
+        let mut bytes = Vec::new();
+        written
+            .read_to_end(&mut bytes)
+            .await
+            .expect("reading a duplex never fails");
+        bytes
+    });
+    server(stdout).await;
+    reader.await.expect("the reader task does not panic")
 }
 
 /// How many replies a server owes its client.

@@ -6,9 +6,8 @@
 
 use std::{path::PathBuf, time::Duration};
 
-use switchboard_shim::fuzzing::{Answers, check_replies};
+use switchboard_shim::fuzzing::{Answers, check_replies, written_by};
 use switchboard_toolset::Registry;
-use tokio::io::AsyncReadExt;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
@@ -48,16 +47,7 @@ pub fn daemon_stdio(data: &[u8]) {
         .enable_all()
         .build()
         .expect("a current-thread runtime starts")
-        .block_on(async {
-            let (stdout, mut written) = tokio::io::duplex(64 * 1024);
-            let reader = tokio::spawn(async move {
-                let mut bytes = Vec::new();
-                written
-                    .read_to_end(&mut bytes)
-                    .await
-                    .expect("reading a duplex never fails");
-                bytes
-            });
+        .block_on(written_by(|stdout| async {
             let session = crate::transport::stdio::serve(
                 server,
                 None,
@@ -68,8 +58,7 @@ pub fn daemon_stdio(data: &[u8]) {
             tokio::time::timeout(SESSION_DEADLINE, session)
                 .await
                 .expect("the session ends when stdin does");
-            reader.await.expect("the reader task does not panic")
-        });
+        }));
     check_replies(data, &output, Answers::AtMostOneALine);
 }
 
