@@ -1,8 +1,7 @@
 //! Arbitrary bytes through the relay's line reader and decoder, and what
 //! they decode to through the server's request parsing and argument
 //! validation: no panic, never more than one line's worth of bytes held.
-//! The body lives in the crate (`switchboard_relay::fuzzing::relay_line`)
-//! so that stable tests run it on the seed corpus too.
+//! The body lives in the crate it tests, where stable tests replay the seed corpus.
 
 #![no_main]
 

@@ -10,10 +10,13 @@
 //! - [`local`] — the in-process hub, the embedded default.
 //! - [`history`] — the SQLite message store every backend records into.
 //! - [`names`], [`text`] — IRC-compatible rules for names and message text.
+//! - `fuzzing` — the body of the `irc_lines` fuzz target (feature `fuzzing`).
 
 pub mod access;
 pub mod approvals;
 pub mod backend;
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing;
 pub mod history;
 pub mod inbox;
 pub mod irc;

@@ -156,10 +156,9 @@ impl HostPattern {
         if s.contains('@') {
             return Err(format!("{raw:?} is not a host: it has a user name (`@`)"));
         }
+        let wildcard = || format!("{raw:?}: wildcards are not supported; list each host");
         if s.contains('*') {
-            return Err(format!(
-                "{raw:?}: wildcards are not supported; list each host"
-            ));
+            return Err(wildcard());
         }
         let (host, port) = if let Some(rest) = s.strip_prefix('[') {
             let (inside, after) = rest
@@ -188,6 +187,10 @@ impl HostPattern {
             })
             .transpose()?;
         let host = Host::parse(&host).map_err(|e| format!("{raw:?} is not a valid host: {e}"))?;
+        // Parsing decodes `%2A` and maps `＊` (U+FF0A) to `*`.
+        if host.to_string().contains('*') {
+            return Err(wildcard());
+        }
         Ok(Self { host, port })
     }
 
@@ -456,6 +459,22 @@ mod tests {
             ));
             assert_eq!(config.sources[0].mirror, want);
         }
+    }
+
+    #[test]
+    fn an_encoded_wildcard_is_refused_as_a_wildcard() {
+        for raw in [
+            "%2A.docs.example.org",
+            "\u{ff0a}.docs.example.org",
+            "*.docs.example.org",
+        ] {
+            let e = HostPattern::parse(raw).unwrap_err();
+            assert!(e.contains("wildcards are not supported"), "{raw}: {e}");
+        }
+        // What parses reads back as itself.
+        let pattern = HostPattern::parse("%61.docs.example.org:8443").unwrap();
+        assert_eq!(pattern.to_string(), "a.docs.example.org:8443");
+        assert_eq!(HostPattern::parse(&pattern.to_string()), Ok(pattern));
     }
 
     #[test]

@@ -325,7 +325,7 @@ impl Fetcher {
 }
 
 /// The absolute URL a redirect response points to.
-fn redirect_target(from: &Url, response: &reqwest::Response) -> Result<Url, FetchError> {
+pub(crate) fn redirect_target(from: &Url, response: &reqwest::Response) -> Result<Url, FetchError> {
     let bad = |detail: String| FetchError::BadRedirect {
         url: from.to_string(),
         detail,

@@ -11,10 +11,14 @@
 //! - [`index`] — the BM25F search index with English stemming.
 //! - [`fetch`] — the allow-listed HTTP fetcher.
 //! - [`cache`] — the in-memory page cache with revalidation and stale copies.
+//! - `fuzzing` — the bodies of the `llms_txt` and `fetch_urls` fuzz targets
+//!   (feature `fuzzing`).
 
 pub mod cache;
 pub mod config;
 pub mod fetch;
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing;
 pub mod index;
 pub mod library;
 pub mod llms_txt;

@@ -146,10 +146,12 @@
 //! - [`client`] — the client side of a connection (what the shim uses).
 //! - [`events`] — events pushed to agents, and passed on from their hosts.
 //! - [`proctree`] — a process's ancestry from `/proc`.
-//! - [`fuzzing`] — the body of the `relay_line` fuzz target.
+//! - `fuzzing` — the body of the `relay_line` fuzz target (feature
+//!   `fuzzing`, off by default).
 
 pub mod client;
 pub mod events;
+#[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 mod mcp_config;
 pub mod paths;

@@ -19,6 +19,8 @@
 //! its few methods are simpler to get exactly right directly.
 
 pub mod framing;
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing;
 pub mod stdio;
 mod upstream;
 

@@ -13,6 +13,8 @@
 //! - [`packaging`] — `switchboard completions` and `man`, generated from the
 //!   CLI definitions.
 //! - [`token`] — `switchboard token new`: a fresh secret for `[[http.tokens]]`.
+//! - `fuzzing` — the bodies of the `daemon_stdio` and `config_toml` fuzz
+//!   targets (tests only here; `fuzz/` compiles them into its own library).
 //!
 //! Exit status: 0 after a clean shutdown, 2 for bad configuration or usage,
 //! 1 for a failure at run time.
@@ -20,6 +22,8 @@
 mod backup;
 mod cli;
 mod config;
+#[cfg(test)]
+mod fuzzing;
 mod logging;
 mod mcp;
 mod packaging;

@@ -15,10 +15,14 @@
 //! Each implements [`switchboard_toolset::Toolset`]. The config structs are
 //! in [`config`]; [`ToolkitConfig`] holds all three sections for a profile
 //! such as `imqueue` (see the repository's `profiles/imqueue.toml`).
+//! With the feature `fuzzing`, `fuzzing` holds the body of the
+//! `argv_template` fuzz target.
 
 mod catalog;
 pub mod commands;
 pub mod config;
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing;
 mod prompts;
 mod schema;
 mod templates;

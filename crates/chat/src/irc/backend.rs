@@ -386,7 +386,7 @@ fn request_backfill(
 
 /// A channel PRIVMSG as a history entry (nick filled in by the caller), or
 /// `None` for private messages and CTCP other than ACTION.
-fn channel_message(
+pub(crate) fn channel_message(
     rules: &NameRules,
     message: &IrcMessage,
     target: &str,
