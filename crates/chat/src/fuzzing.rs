@@ -61,7 +61,7 @@ const CONNECTION_DEADLINE: Duration = Duration::from_secs(10);
 /// (registration with CAP and SASL, then the session). Checks that nothing
 /// panics, that no more than a line's worth is held, that every line the
 /// client writes is one well-formed command of its own, and that each
-/// command [`wire::line`] accepts parses back to the same parameters.
+/// command [`WireLine::new`] accepts parses back to the same parameters.
 pub fn irc_lines(data: &[u8]) {
     let mut state = ServerState::new();
     let capacity = 1 + usize::from(data.first().copied().unwrap_or(0)) * 37;
