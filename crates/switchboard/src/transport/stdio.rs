@@ -168,7 +168,9 @@ async fn read_lines<R: AsyncRead + Unpin>(
             }
             Ok(Next::Line(line)) => {
                 let text = strip_bom(line);
-                if text.is_empty() || start_direct_call(text, &server, &session, &replies) {
+                // A blank line is no message (the shim skips it too).
+                let blank = text.iter().all(u8::is_ascii_whitespace);
+                if blank || start_direct_call(text, &server, &session, &replies) {
                     continue;
                 }
                 match parse(text) {
