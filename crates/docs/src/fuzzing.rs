@@ -95,7 +95,8 @@ fn check_document(doc: &LlmsTxt) {
 
 /// Reads `data` as lines: the `allowed_hosts` (comma-separated), the
 /// `http_hosts`, a URL to fetch, then `Location` headers of redirects, each
-/// resolved against the URL before it. Every URL the policy accepts —
+/// resolved against the URL before it, as far as the policy lets the
+/// fetcher go. Every URL the policy accepts —
 /// directly or as a redirect target — must be http(s) without user info,
 /// serialise to itself, parse with the `http` crate (which reqwest hands it
 /// to) to the same host and port, and that host and port must be on the
@@ -109,9 +110,12 @@ pub fn fetch_urls(data: &[u8]) {
     let Ok(mut url) = Url::parse(lines.next().unwrap_or_default().trim()) else {
         return;
     };
-    if policy.check(&url).is_ok() {
-        check_allowed(&url, &https, &http);
+    // The fetcher requests nothing the policy refuses, so it never follows
+    // a redirect from there.
+    if policy.check(&url).is_err() {
+        return;
     }
+    check_allowed(&url, &https, &http);
     for location in lines {
         let Ok(response) = http::Response::builder()
             .status(302)
@@ -121,10 +125,10 @@ pub fn fetch_urls(data: &[u8]) {
             continue;
         };
         let Ok(next) = redirect_target(&url, &reqwest::Response::from(response)) else {
-            continue;
+            return;
         };
         if policy.check(&next).is_err() {
-            continue;
+            return;
         }
         check_allowed(&next, &https, &http);
         url = next;

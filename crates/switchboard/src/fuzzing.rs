@@ -38,12 +38,19 @@ const SESSION_DEADLINE: Duration = Duration::from_secs(10);
 /// to ids the client sent, at most one a line, and that the session ends
 /// when stdin does.
 pub fn daemon_stdio(data: &[u8]) {
+    let output = stdio_session(data);
+    check_replies(data, &output, Answers::AtMostOneALine);
+}
+
+/// What `switchboard serve --stdio` writes to stdout when `data` is its
+/// stdin.
+fn stdio_session(data: &[u8]) -> Vec<u8> {
     let config = Config::from_toml(STDIO_CONFIG).expect("the fuzz config parses");
     let toolkit = config.build_toolkit().expect("the fuzz config builds");
     let registry = Registry::new(toolkit.toolsets).expect("the fuzz tools register");
     let server = McpServer::new(registry, Drain::default(), None);
     let input = std::io::Cursor::new(data.to_vec());
-    let output = tokio::runtime::Builder::new_current_thread()
+    tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("a current-thread runtime starts")
@@ -58,8 +65,7 @@ pub fn daemon_stdio(data: &[u8]) {
             tokio::time::timeout(SESSION_DEADLINE, session)
                 .await
                 .expect("the session ends when stdin does");
-        }));
-    check_replies(data, &output, Answers::AtMostOneALine);
+        }))
 }
 
 /// The environment the config loader sees while fuzzing: one secret for
@@ -168,6 +174,14 @@ mod tests {
     #[test]
     fn the_config_seeds_pass_the_fuzz_target() {
         replay::replay("config_toml", 12, super::config_toml);
+    }
+
+    /// Found by the `daemon_stdio` target: a line of spaces, tabs or form
+    /// feeds got a -32700 reply, unlike in the shim.
+    #[test]
+    fn blank_lines_get_no_reply() {
+        let output = super::stdio_session(b" \n\t\r\n\x0c\n\n");
+        assert_eq!(String::from_utf8_lossy(&output), "");
     }
 
     #[test]
