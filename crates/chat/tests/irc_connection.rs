@@ -281,7 +281,7 @@ async fn a_taken_nick_fails_a_sender_for_good() {
 }
 
 #[tokio::test]
-async fn a_nick_the_server_changes_is_the_nick_the_connection_reports() {
+async fn a_nick_the_server_changes_is_reported_then_claimed_back() {
     let (listener, port) = listener().await;
     let conn = Connection::spawn(
         endpoint(port, Duration::from_secs(5)),
@@ -304,6 +304,14 @@ async fn a_nick_the_server_changes_is_the_nick_the_connection_reports() {
             nick: "0AAAAAAAB".into()
         }
     );
+    // Then it claims its own nick back, and reports it once granted.
+    peer.until("NICK obs").await;
+    peer.send(b":0AAAAAAAB!u@h NICK :obs\r\n").await;
+    wait_status(
+        &conn,
+        |s| matches!(s, Status::Registered { nick } if nick == "obs"),
+    )
+    .await;
 }
 
 /// A server that offers `draft/chathistory` with `limit` messages a page:

@@ -495,6 +495,7 @@ impl Actor {
             next_barrier: 0,
             last_heard: Instant::now(),
             pinged: false,
+            reclaiming: None,
         };
         let deadline = Instant::now() + endpoint.register_timeout;
         let register = session.register(&endpoint, &self.identity, &self.fallbacks);
@@ -609,6 +610,25 @@ impl Actor {
         }
     }
 
+    /// The identity's nick, then its fallbacks.
+    fn nicks(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(self.identity.nick.as_str())
+            .chain(self.fallbacks.iter().map(String::as_str))
+    }
+
+    /// Asks for the nick `s.reclaiming` points at; when none is left, keeps
+    /// the one the server gave.
+    fn claim(&self, s: &mut Session) {
+        let next = s.reclaiming.and_then(|i| self.nicks().nth(i));
+        match next {
+            Some(nick) => s.enqueue(WireLine::new("NICK", &[nick])),
+            None => {
+                tracing::warn!(nick = %s.nick, "no nick of its own is free; keeping the one the IRC server gave");
+                s.reclaiming = None;
+            }
+        }
+    }
+
     async fn handle(&mut self, s: &mut Session, message: Message) -> Result<(), ConnError> {
         let from_self = wire::source_nick(&message).is_some_and(|n| {
             s.info.rules.casemapping.fold(n) == s.info.rules.casemapping.fold(&s.nick)
@@ -654,6 +674,18 @@ impl Actor {
                 s.nick = new.clone();
                 self.status
                     .send_replace(Status::Registered { nick: new.clone() });
+                let ours = self.nicks().any(|n| n == new.as_str());
+                s.reclaiming = if ours { None } else { Some(0) };
+                if !ours {
+                    tracing::info!(nick = %new, "the IRC server renamed this connection; claiming a nick of its own back");
+                    self.claim(s);
+                }
+            }
+            Command::Response(Response::ERR_NICKNAMEINUSE | Response::ERR_ERRONEOUSNICKNAME, _)
+                if s.reclaiming.is_some() =>
+            {
+                s.reclaiming = s.reclaiming.map(|i| i + 1);
+                self.claim(s);
             }
             Command::Response(Response::RPL_ISUPPORT, params) if params.len() > 2 => {
                 s.info
@@ -748,6 +780,10 @@ struct Session {
     next_barrier: u64,
     last_heard: Instant,
     pinged: bool,
+    /// After the server renamed us to a nick we did not ask for (a
+    /// collision across servers leaves the UID), the index of the nick
+    /// being claimed back among the identity's and its fallbacks.
+    reclaiming: Option<usize>,
 }
 
 impl Session {
