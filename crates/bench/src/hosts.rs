@@ -27,7 +27,7 @@ use switchboard_testkit::{IrcNetwork, ServerOptions};
 
 use crate::{
     Plan,
-    report::{Report, Row, Target, Unit, millis, percentile},
+    report::{Report, Row, Target, Unit, millis, percentile, tail_ms},
     rpc::{self, Session},
     server::{Data, Server, Switchboard},
     web::HttpSession,
@@ -139,13 +139,6 @@ async fn cross_host_delivery(
     }
     let delivery = millis(&delivery);
     let acknowledged = millis(&acknowledged);
-    let spread = |ms: &[f64]| {
-        format!(
-            "p90 {}, p99 {}",
-            Unit::Millis.show(percentile(ms, 90.0)),
-            Unit::Millis.show(percentile(ms, 99.0))
-        )
-    };
     report.rows.push(
         Row::new(
             "cross-host delivery: send_message on host A to the blocked wait_for_messages \
@@ -154,7 +147,10 @@ async fn cross_host_delivery(
             Unit::Millis,
             Target::AtMost(DELIVERY_P50_MS),
         )
-        .detail(format!("{}; {rounds} sequential rounds", spread(&delivery))),
+        .detail(format!(
+            "{}; {rounds} sequential rounds",
+            tail_ms(&delivery)
+        )),
     );
     report.rows.push(
         Row::new(
@@ -164,7 +160,7 @@ async fn cross_host_delivery(
             Unit::Millis,
             Target::None,
         )
-        .detail(spread(&acknowledged)),
+        .detail(tail_ms(&acknowledged)),
     );
     Ok(())
 }

@@ -68,7 +68,7 @@ use tokio::{
 
 use crate::{
     Plan,
-    report::{Report, Row, Target, Unit, millis, percentile, thousands},
+    report::{Report, Row, Target, Unit, millis, percentile, tail_ms, thousands},
     rpc::{self, Session},
     server::{Data, Switchboard},
     stdio::{StdioClient, StdioConnection},
@@ -185,13 +185,6 @@ async fn bridge_overhead(
     bridge.stop().await?;
     let to_wire = millis(&to_wire);
     let round_trip = millis(&round_trip);
-    let spread = |ms: &[f64]| {
-        format!(
-            "p90 {}, p99 {}",
-            Unit::Millis.show(percentile(ms, 90.0)),
-            Unit::Millis.show(percentile(ms, 99.0))
-        )
-    };
     report.rows.push(
         Row::new(
             "IRC bridge overhead: send_message on stdin to its PRIVMSG on the wire (p50)",
@@ -199,7 +192,7 @@ async fn bridge_overhead(
             Unit::Millis,
             Target::AtMost(1.0),
         )
-        .detail(format!("{}; {sends} sequential sends", spread(&to_wire))),
+        .detail(format!("{}; {sends} sequential sends", tail_ms(&to_wire))),
     );
     report.rows.push(
         Row::new(
@@ -208,7 +201,7 @@ async fn bridge_overhead(
             Unit::Millis,
             Target::None,
         )
-        .detail(spread(&round_trip)),
+        .detail(tail_ms(&round_trip)),
     );
     Ok(())
 }

@@ -22,6 +22,15 @@ pub fn millis(samples: &[Duration]) -> Vec<f64> {
     samples.iter().map(|d| d.as_secs_f64() * 1e3).collect()
 }
 
+/// The tail of millisecond samples, for a row's detail: `p90 …, p99 …`.
+pub fn tail_ms(ms: &[f64]) -> String {
+    format!(
+        "p90 {}, p99 {}",
+        Unit::Millis.show(percentile(ms, 90.0)),
+        Unit::Millis.show(percentile(ms, 99.0))
+    )
+}
+
 pub fn micros(samples: &[Duration]) -> Vec<f64> {
     samples.iter().map(|d| d.as_secs_f64() * 1e6).collect()
 }
