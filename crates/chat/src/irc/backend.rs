@@ -234,14 +234,15 @@ async fn join_known_channels(inner: Arc<Inner>) {
             Ok(channel) => {
                 let inner = inner.clone();
                 tokio::spawn(async move {
-                    if let Err(e) = inner.observer.join(&channel).await {
-                        tracing::warn!(channel = %channel, error = %e, "the observer cannot join");
-                        return;
-                    }
                     // A configured channel nobody has spoken in yet is a
-                    // channel all the same: agents may join it.
+                    // channel all the same: agents may join it. Recorded
+                    // before the observer joins, so whoever sees the
+                    // observer among its members can join it too.
                     if let Err(e) = inner.history.ensure_channel(&channel).await {
                         tracing::warn!(channel = %channel, error = %e, "cannot record the channel");
+                    }
+                    if let Err(e) = inner.observer.join(&channel).await {
+                        tracing::warn!(channel = %channel, error = %e, "the observer cannot join");
                     }
                 });
             }
