@@ -10,6 +10,7 @@
 use std::{collections::HashMap, path::PathBuf, time::Duration};
 
 use serde_json::Value;
+use switchboard_jsonrpc::Id;
 use tokio::io::{AsyncReadExt, DuplexStream};
 
 use crate::{Target, serve, upstream::Timeouts};
@@ -84,13 +85,14 @@ pub fn check_replies(input: &[u8], output: &[u8], answers: Answers) {
             not_json += 1;
             continue;
         };
-        if let Some(id) = value.get("id") {
-            sent_ids.push(id.clone());
-            if value.get("method").is_some_and(Value::is_string)
-                && (id.is_string() || id.is_number())
-            {
+        // Ids as JSON-RPC reads them: `-0` and `1.0` are the integers 0
+        // and 1; a fraction or an object is no id (answered with `null`).
+        if let Some(id) = value.get("id").and_then(Id::from_json) {
+            let id = Value::from(id);
+            if value.get("method").is_some_and(Value::is_string) {
                 *owed.entry(id.to_string()).or_default() += 1;
             }
+            sent_ids.push(id);
         }
     }
 
