@@ -257,6 +257,7 @@ fn main() {
         ];
         for (name, tool, args, is_get) in cases {
             let args = args.as_object().unwrap().clone();
+            let tool = tools.tool_id(tool).expect("a docs tool");
             tools
                 .call(tool, args.clone(), &caller)
                 .await

@@ -12,8 +12,8 @@ use std::{sync::Arc, time::Duration};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use switchboard_toolset::{
-    Caller, JsonObject, Tool, ToolAnnotations, ToolError, ToolFuture, ToolOutput, Toolset,
-    object_schema, parse_args, with_call_timeout,
+    Caller, JsonObject, ToolAnnotations, ToolError, ToolFuture, ToolId, ToolOutput, ToolSpec,
+    ToolTable, Toolset, object_schema, parse_args,
 };
 
 use crate::{
@@ -30,7 +30,14 @@ pub struct DocsTools {
     pub(crate) library: Library,
     page_chars: usize,
     search_limit: usize,
-    tools: Vec<Tool>,
+    tools: ToolTable<DocsTool>,
+}
+
+/// What each docs tool is, to dispatch a call from its declaration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DocsTool {
+    SearchDocs,
+    GetDoc,
 }
 
 impl DocsTools {
@@ -46,14 +53,12 @@ impl DocsTools {
             .map(|s| s.timeout_s)
             .fold(0.0, f64::max);
         let deadline = Duration::from_secs_f64(2.0 * longest_fetch + 1.0);
-        let tools = tool_definitions(
+        let mut tools = tool_definitions(
             &library.source_names(),
             config.page_chars,
             config.search_limit,
-        )
-        .into_iter()
-        .map(|tool| with_call_timeout(tool, deadline))
-        .collect();
+        );
+        tools.for_each_spec(|tool| tool.timeout = Some(deadline));
         Ok(Self {
             library,
             page_chars: config.page_chars,
@@ -89,18 +94,17 @@ impl Toolset for DocsTools {
         "docs"
     }
 
-    fn tools(&self) -> Vec<Tool> {
-        self.tools.clone()
+    fn tools(&self) -> &[ToolSpec] {
+        self.tools.specs()
     }
 
-    fn call<'a>(&'a self, tool: &'a str, args: JsonObject, _caller: &'a Caller) -> ToolFuture<'a> {
+    fn call<'a>(&'a self, tool: ToolId, args: JsonObject, _caller: &'a Caller) -> ToolFuture<'a> {
+        let (kind, spec) = self.tools.get(tool);
+        let name = spec.name.as_str();
         Box::pin(async move {
-            match tool {
-                "search_docs" => self.search_docs(parse_args(tool, args)?).await,
-                "get_doc" => self.get_doc(parse_args(tool, args)?).await,
-                other => Err(ToolError::new(format!(
-                    "the docs toolset has no tool {other}"
-                ))),
+            match kind {
+                DocsTool::SearchDocs => self.search_docs(parse_args(name, args)?).await,
+                DocsTool::GetDoc => self.get_doc(parse_args(name, args)?).await,
             }
         })
     }
@@ -302,7 +306,11 @@ fn bounded(name: &str, value: Option<i64>, default: usize, max: usize) -> Result
     }
 }
 
-fn tool_definitions(sources: &[&str], page_chars: usize, search_limit: usize) -> Vec<Tool> {
+fn tool_definitions(
+    sources: &[&str],
+    page_chars: usize,
+    search_limit: usize,
+) -> ToolTable<DocsTool> {
     let read_only = |open_world: bool| {
         ToolAnnotations::new()
             .read_only(true)
@@ -320,8 +328,8 @@ fn tool_definitions(sources: &[&str], page_chars: usize, search_limit: usize) ->
     } else {
         sources.join(", ")
     };
-    vec![
-        Tool::new(
+    ToolTable::new()
+        .with(DocsTool::SearchDocs, ToolSpec::new(
             "search_docs",
             format!(
                 "Search the documentation ({names}) for pages about a topic, class, method or command; returns the best pages (title, url, section, notes). Read one with get_doc."
@@ -335,7 +343,7 @@ fn tool_definitions(sources: &[&str], page_chars: usize, search_limit: usize) ->
                 &["query"],
             ),
         )
-        .with_raw_output_schema(output(json!({
+        .with_output_schema(output(json!({
             "type": "object",
             "properties": {
                 "query": {"type": "string"},
@@ -357,8 +365,8 @@ fn tool_definitions(sources: &[&str], page_chars: usize, search_limit: usize) ->
             },
             "required": ["query", "results"]
         })))
-        .with_annotations(read_only(true)),
-        Tool::new(
+        .with_annotations(read_only(true)))
+        .with(DocsTool::GetDoc, ToolSpec::new(
             "get_doc",
             "Read a documentation page as markdown, by the url search_docs gave. Long pages come in parts: the text ends with the offset to pass for the next part.",
             object_schema(
@@ -370,7 +378,7 @@ fn tool_definitions(sources: &[&str], page_chars: usize, search_limit: usize) ->
                 &["url"],
             ),
         )
-        .with_raw_output_schema(output(json!({
+        .with_output_schema(output(json!({
             "type": "object",
             "properties": {
                 "url": {"type": "string"},
@@ -385,8 +393,7 @@ fn tool_definitions(sources: &[&str], page_chars: usize, search_limit: usize) ->
             },
             "required": ["url", "offset", "end", "total_chars", "content"]
         })))
-        .with_annotations(read_only(true)),
-    ]
+        .with_annotations(read_only(true)))
 }
 
 #[cfg(test)]
@@ -430,26 +437,19 @@ mod tests {
     }
 
     #[test]
-    fn tool_list_is_compact_and_read_only() {
+    fn tools_are_read_only_and_name_the_sources() {
         let tools = tool_definitions(&["imqueue"], 20_000, 6);
-        let json = serde_json::to_string(&tools).unwrap();
-        assert!(
-            json.len() < 4 * 1024,
-            "tools/list body is {} bytes",
-            json.len()
-        );
-        for tool in &tools {
+        for tool in tools.specs() {
             let annotations = tool.annotations.as_ref().unwrap();
             assert_eq!(annotations.read_only_hint, Some(true));
             assert!(tool.output_schema.is_some());
+            // Both may reach the site (search_docs fetches the llms.txt).
+            assert_eq!(annotations.open_world_hint, Some(true));
         }
-        // Both may reach the site (search_docs fetches the llms.txt).
-        for tool in &tools {
-            assert_eq!(
-                tool.annotations.as_ref().unwrap().open_world_hint,
-                Some(true)
-            );
-        }
-        assert!(json.contains("\"enum\":[\"imqueue\"]"));
+        let search = &tools.specs()[0];
+        assert_eq!(
+            search.input_schema["properties"]["source"]["enum"],
+            json!(["imqueue"])
+        );
     }
 }

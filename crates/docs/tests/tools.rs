@@ -11,8 +11,9 @@ use switchboard_toolset::{Caller, ToolOutput, Toolset};
 
 async fn call(tools: &DocsTools, tool: &str, args: Value) -> Result<ToolOutput, String> {
     let args = args.as_object().cloned().expect("arguments are an object");
+    let id = tools.tool_id(tool).expect("a docs tool");
     tools
-        .call(tool, args, &Caller::new("test"))
+        .call(id, args, &Caller::new("test"))
         .await
         .map_err(|e| e.message().to_owned())
 }
@@ -57,7 +58,7 @@ async fn the_tool_list_has_the_fixed_names_and_parameters() {
         20000
     );
     assert_eq!(list[0].input_schema["properties"]["limit"]["default"], 6);
-    assert!(list[0].description.as_deref().unwrap().contains("imqueue"));
+    assert!(list[0].description.contains("imqueue"));
     assert_eq!(tools.name(), "docs");
     assert_eq!(
         site.total_hits(),

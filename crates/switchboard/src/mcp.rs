@@ -25,7 +25,8 @@ use rmcp::{
 };
 use serde_json::Value;
 use switchboard_toolset::{
-    Caller, Grant, Notification, Progress, Registry, ToolError, ToolOutput, into_call_result,
+    Caller, Grant, Notification, Progress, Registry, ToolError, ToolOutput, ToolSpec,
+    into_call_result,
 };
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
@@ -204,12 +205,15 @@ impl ServerHandler for McpServer {
     ) -> Result<ListToolsResult, ErrorData> {
         let grant = self.grant(&context);
         Ok(ListToolsResult::with_all_items(
-            self.registry.tools(grant.as_deref()).to_vec(),
+            self.registry
+                .tools(grant.as_deref())
+                .map(mcp_tool)
+                .collect(),
         ))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        self.registry.tool(name).cloned()
+        self.registry.tool(name).map(mcp_tool)
     }
 
     async fn call_tool(
@@ -353,4 +357,18 @@ impl ServerHandler for McpServer {
             )),
         }
     }
+}
+
+/// A declared tool in MCP's shape. Its call timeout is not shown: MCP
+/// clients time their calls themselves.
+fn mcp_tool(spec: &ToolSpec) -> Tool {
+    let mut tool = Tool::new(
+        spec.name.clone(),
+        spec.description.clone(),
+        spec.input_schema.clone(),
+    );
+    tool.title = spec.title.clone();
+    tool.output_schema = spec.output_schema.clone();
+    tool.annotations = spec.annotations.clone();
+    tool
 }

@@ -10,7 +10,8 @@ use std::{collections::HashMap, sync::Arc};
 
 use serde_json::{Value, json};
 use switchboard_toolset::{
-    Caller, JsonObject, Tool, ToolError, ToolFuture, ToolOutput, Toolset, object_schema,
+    Caller, JsonObject, ToolError, ToolFuture, ToolId, ToolOutput, ToolSpec, ToolTable, Toolset,
+    object_schema,
 };
 
 use crate::{
@@ -20,8 +21,9 @@ use crate::{
 
 /// The catalog tools of one config.
 pub struct CatalogTools {
-    tools: Vec<Tool>,
-    by_name: HashMap<String, Catalog>,
+    /// Each tool with its position in `catalogs`.
+    tools: ToolTable<usize>,
+    catalogs: Vec<Catalog>,
 }
 
 struct Catalog {
@@ -33,29 +35,29 @@ impl CatalogTools {
     /// Checks `configs` (the `[[catalog]]` sections) and builds their tools.
     pub fn new(configs: &[CatalogConfig]) -> Result<Self, ConfigError> {
         let mut names = NameSet::default();
-        let mut tools = Vec::new();
-        let mut by_name = HashMap::new();
+        let mut tools = ToolTable::new();
+        let mut catalogs = Vec::new();
         for (i, config) in configs.iter().enumerate() {
             let key = format!("catalog[{i}]");
             names.claim(&format!("{key}.tool"), &config.tool)?;
             check_not_blank(&format!("{key}.description"), &config.description)?;
             check_entries(&key, &config.entries)?;
-            tools.push(declared_reader(
-                &config.tool,
-                &config.description,
-                config.title.as_deref(),
-                object_schema(json!({}), &[]),
-                output_schema(),
-            ));
-            by_name.insert(
-                config.tool.clone(),
-                Catalog {
-                    text: render(config),
-                    structured: json!({ "entries": config.entries.iter().map(entry_json).collect::<Vec<_>>() }),
-                },
+            tools.push(
+                catalogs.len(),
+                declared_reader(
+                    &config.tool,
+                    &config.description,
+                    config.title.as_deref(),
+                    object_schema(json!({}), &[]),
+                    output_schema(),
+                ),
             );
+            catalogs.push(Catalog {
+                text: render(config),
+                structured: json!({ "entries": config.entries.iter().map(entry_json).collect::<Vec<_>>() }),
+            });
         }
-        Ok(Self { tools, by_name })
+        Ok(Self { tools, catalogs })
     }
 }
 
@@ -64,20 +66,19 @@ impl Toolset for CatalogTools {
         "catalog"
     }
 
-    fn tools(&self) -> Vec<Tool> {
-        self.tools.clone()
+    fn tools(&self) -> &[ToolSpec] {
+        self.tools.specs()
     }
 
-    fn call<'a>(&'a self, tool: &'a str, args: JsonObject, _caller: &'a Caller) -> ToolFuture<'a> {
+    fn call<'a>(&'a self, tool: ToolId, args: JsonObject, _caller: &'a Caller) -> ToolFuture<'a> {
+        let (index, spec) = self.tools.get(tool);
+        let catalog = &self.catalogs[index];
         Box::pin(async move {
-            let catalog = self
-                .by_name
-                .get(tool)
-                .ok_or_else(|| ToolError::new(format!("the catalog toolset has no tool {tool}")))?;
             if let Some(unknown) = args.keys().next() {
                 let shown: String = unknown.chars().take(60).collect();
                 return Err(ToolError::new(format!(
-                    "{tool} takes no parameters (got `{shown}`)"
+                    "{} takes no parameters (got `{shown}`)",
+                    spec.name
                 )));
             }
             Ok(ToolOutput::new(
@@ -209,8 +210,9 @@ mod tests {
     async fn lists_entries_as_text_and_structure() {
         let tools = CatalogTools::new(&config(TWO)).unwrap();
         assert_eq!(tools.tools()[0].name, "list_packages");
+        let id = tools.tool_id("list_packages").unwrap();
         let out = tools
-            .call("list_packages", JsonObject::new(), &Caller::new("t"))
+            .call(id, JsonObject::new(), &Caller::new("t"))
             .await
             .unwrap();
         assert_eq!(
@@ -226,10 +228,8 @@ mod tests {
         let tools = CatalogTools::new(&config(TWO)).unwrap();
         let mut args = JsonObject::new();
         args.insert("filter".into(), "x".into());
-        let err = tools
-            .call("list_packages", args, &Caller::new("t"))
-            .await
-            .unwrap_err();
+        let id = tools.tool_id("list_packages").unwrap();
+        let err = tools.call(id, args, &Caller::new("t")).await.unwrap_err();
         assert_eq!(
             err.message(),
             "list_packages takes no parameters (got `filter`)"

@@ -36,7 +36,7 @@ pub use config::{
 pub use prompts::{PromptArgumentConfig, PromptConfig, PromptTools};
 pub use templates::TemplateTools;
 
-use switchboard_toolset::{JsonObject, Tool, ToolAnnotations};
+use switchboard_toolset::{JsonObject, ToolAnnotations, ToolSpec};
 
 /// A tool that only reads what the config declares (a catalog, a template):
 /// read-only, idempotent, closed-world, with the config's title if any.
@@ -46,9 +46,9 @@ fn declared_reader(
     title: Option<&str>,
     input: std::sync::Arc<JsonObject>,
     output: std::sync::Arc<JsonObject>,
-) -> Tool {
-    let tool = Tool::new(name.to_owned(), description.to_owned(), input)
-        .with_raw_output_schema(output)
+) -> ToolSpec {
+    let tool = ToolSpec::new(name, description, input)
+        .with_output_schema(output)
         .with_annotations(
             ToolAnnotations::new()
                 .read_only(true)
@@ -57,7 +57,7 @@ fn declared_reader(
                 .open_world(false),
         );
     match title {
-        Some(title) => tool.with_title(title.to_owned()),
+        Some(title) => tool.with_title(title),
         None => tool,
     }
 }

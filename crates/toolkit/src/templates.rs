@@ -22,14 +22,15 @@
 //! - one filter is added: `pascal_case` (`"user auth"` → `"UserAuth"`).
 
 use std::{
-    collections::HashMap,
     path::{Component, Path},
     sync::Arc,
 };
 
 use minijinja::{AutoEscape, Environment, ErrorKind, UndefinedBehavior, syntax::SyntaxConfig};
 use serde_json::{Value, json};
-use switchboard_toolset::{Caller, JsonObject, Tool, ToolError, ToolFuture, ToolOutput, Toolset};
+use switchboard_toolset::{
+    Caller, JsonObject, ToolError, ToolFuture, ToolId, ToolOutput, ToolSpec, ToolTable, Toolset,
+};
 
 use crate::{
     config::{ConfigError, NameSet, TemplateConfig, check_not_blank},
@@ -43,8 +44,9 @@ const FUEL: u64 = 500_000;
 /// The template tools of one config.
 pub struct TemplateTools {
     env: Environment<'static>,
-    tools: Vec<Tool>,
-    by_name: HashMap<String, TemplateTool>,
+    /// Each tool with its position in `templates`.
+    tools: ToolTable<usize>,
+    templates: Vec<TemplateTool>,
 }
 
 struct TemplateTool {
@@ -83,8 +85,8 @@ impl TemplateTools {
         env.add_filter("pascal_case", pascal_case);
 
         let mut names = NameSet::default();
-        let mut tools = Vec::new();
-        let mut by_name = HashMap::new();
+        let mut tools = ToolTable::new();
+        let mut templates = Vec::new();
         for (i, config) in configs.iter().enumerate() {
             let key = format!("templates[{i}]");
             names.claim(&format!("{key}.tool"), &config.tool)?;
@@ -133,27 +135,27 @@ impl TemplateTools {
                 }
                 None => None,
             };
-            tools.push(declared_reader(
-                &config.tool,
-                &config.description,
-                config.title.as_deref(),
-                schema.exposed(),
-                output_schema(),
-            ));
-            by_name.insert(
-                config.tool.clone(),
-                TemplateTool {
-                    schema,
-                    template,
-                    label,
-                    command,
-                },
+            tools.push(
+                templates.len(),
+                declared_reader(
+                    &config.tool,
+                    &config.description,
+                    config.title.as_deref(),
+                    schema.exposed(),
+                    output_schema(),
+                ),
             );
+            templates.push(TemplateTool {
+                schema,
+                template,
+                label,
+                command,
+            });
         }
         Ok(Self {
             env,
             tools,
-            by_name,
+            templates,
         })
     }
 
@@ -205,17 +207,13 @@ impl Toolset for TemplateTools {
         "templates"
     }
 
-    fn tools(&self) -> Vec<Tool> {
-        self.tools.clone()
+    fn tools(&self) -> &[ToolSpec] {
+        self.tools.specs()
     }
 
-    fn call<'a>(&'a self, tool: &'a str, args: JsonObject, _caller: &'a Caller) -> ToolFuture<'a> {
-        Box::pin(async move {
-            let entry = self.by_name.get(tool).ok_or_else(|| {
-                ToolError::new(format!("the templates toolset has no tool {tool}"))
-            })?;
-            self.render(tool, entry, args)
-        })
+    fn call<'a>(&'a self, tool: ToolId, args: JsonObject, _caller: &'a Caller) -> ToolFuture<'a> {
+        let (index, spec) = self.tools.get(tool);
+        Box::pin(async move { self.render(&spec.name, &self.templates[index], args) })
     }
 }
 
@@ -356,7 +354,8 @@ Run: {{ command }}"""
     "#;
 
     async fn call(tools: &TemplateTools, name: &str, a: Value) -> Result<ToolOutput, ToolError> {
-        tools.call(name, args(a), &Caller::new("t")).await
+        let id = tools.tool_id(name).expect("a template tool");
+        tools.call(id, args(a), &Caller::new("t")).await
     }
 
     #[tokio::test]

@@ -23,6 +23,7 @@ mod schema;
 mod session;
 mod structured;
 mod tokens;
+mod tool;
 
 use std::{future::Future, pin::Pin, sync::Arc};
 
@@ -35,11 +36,12 @@ pub use extras::{
 };
 pub use grant::{Grant, Rules, glob_match};
 pub use registry::{Registry, RegistryError};
-pub use rmcp::model::{CallToolResult, JsonObject, Tool, ToolAnnotations};
-pub use schema::{call_timeout, object_schema, with_call_timeout};
+pub use rmcp::model::{CallToolResult, JsonObject, ToolAnnotations};
+pub use schema::object_schema;
 pub use session::{Notification, Session};
 pub use structured::{Structured, call_result_json};
 pub use tokens::{Reloaded, TokenSpec, Tokens};
+pub use tool::{ToolId, ToolSpec, ToolTable};
 
 /// The future a tool call returns. Boxed so toolsets can live behind `dyn`.
 pub type ToolFuture<'a> = Pin<Box<dyn Future<Output = Result<ToolOutput, ToolError>> + Send + 'a>>;
@@ -49,16 +51,27 @@ pub trait Toolset: Send + Sync + 'static {
     /// A short name for logs and errors (`chat`, `docs`, ...).
     fn name(&self) -> &str;
 
-    /// The tools this toolset offers. Called once when the registry is built.
-    fn tools(&self) -> Vec<Tool>;
+    /// The tools this toolset offers, in the order `tools/list` shows them
+    /// (usually [`ToolTable::specs`]). Read once when the registry is built.
+    fn tools(&self) -> &[ToolSpec];
 
-    /// Runs the tool `tool` (one of [`Toolset::tools`]) with `arguments`.
+    /// Runs `tool` (a position in [`Toolset::tools`], usually looked up
+    /// with [`ToolTable::get`]) with `arguments`.
     fn call<'a>(
         &'a self,
-        tool: &'a str,
+        tool: ToolId,
         arguments: JsonObject,
         caller: &'a Caller,
     ) -> ToolFuture<'a>;
+
+    /// The id of the tool called `name`, for a caller of this toolset alone
+    /// (a test, a bench); the [`Registry`] indexes every toolset's names.
+    fn tool_id(&self, name: &str) -> Option<ToolId> {
+        self.tools()
+            .iter()
+            .position(|t| t.name == name)
+            .map(ToolId::new)
+    }
 
     /// Guidance for the agent in the `initialize` result (how to use these
     /// tools; who the agent is in `session`, when known).

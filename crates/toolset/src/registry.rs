@@ -8,8 +8,8 @@ use std::{collections::HashMap, sync::Arc};
 
 use crate::{
     CallToolResult, Caller, GetPromptResult, Grant, JsonObject, Notification, Prompt, PromptSource,
-    ReadResourceResult, Resource, ResourceSource, ResourceTemplate, Session, Tool, ToolError,
-    ToolOutput, Toolset, into_call_result,
+    ReadResourceResult, Resource, ResourceSource, ResourceTemplate, Session, ToolError, ToolId,
+    ToolOutput, ToolSpec, Toolset, into_call_result,
 };
 
 /// Two toolsets offered a tool under the same name.
@@ -32,10 +32,10 @@ pub struct Registry {
 }
 
 struct Inner {
-    tools: Arc<[Tool]>,
+    /// Every tool: the toolset that owns it and its id there.
+    tools: Vec<(usize, ToolId)>,
     by_name: HashMap<String, usize>,
     toolsets: Vec<Arc<dyn Toolset>>,
-    owner: Vec<usize>,
     resources: Vec<Arc<dyn ResourceSource>>,
     prompts: Vec<Arc<dyn PromptSource>>,
 }
@@ -52,29 +52,26 @@ impl Registry {
         resources: Vec<Arc<dyn ResourceSource>>,
         prompts: Vec<Arc<dyn PromptSource>>,
     ) -> Result<Self, RegistryError> {
-        let mut tools = Vec::new();
-        let mut owner: Vec<usize> = Vec::new();
+        let mut tools: Vec<(usize, ToolId)> = Vec::new();
         let mut by_name: HashMap<String, usize> = HashMap::new();
         for (set_index, set) in toolsets.iter().enumerate() {
-            for tool in set.tools() {
-                if let Some(&existing) = by_name.get(tool.name.as_ref()) {
+            for (position, tool) in set.tools().iter().enumerate() {
+                if let Some(&existing) = by_name.get(&tool.name) {
                     return Err(RegistryError {
-                        tool: tool.name.into_owned(),
-                        first: toolsets[owner[existing]].name().to_owned(),
+                        tool: tool.name.clone(),
+                        first: toolsets[tools[existing].0].name().to_owned(),
                         second: set.name().to_owned(),
                     });
                 }
-                by_name.insert(tool.name.to_string(), tools.len());
-                tools.push(tool);
-                owner.push(set_index);
+                by_name.insert(tool.name.clone(), tools.len());
+                tools.push((set_index, ToolId::new(position)));
             }
         }
         Ok(Self {
             inner: Arc::new(Inner {
-                tools: tools.into(),
+                tools,
                 by_name,
                 toolsets,
-                owner,
                 resources,
                 prompts,
             }),
@@ -162,23 +159,22 @@ impl Registry {
     }
 
     /// Every tool `grant` opens, in the order the toolsets declared them.
-    pub fn tools(&self, grant: Option<&Grant>) -> Arc<[Tool]> {
-        match grant {
-            None => self.inner.tools.clone(),
-            Some(grant) => self
-                .inner
-                .tools
-                .iter()
-                .zip(&self.inner.owner)
-                .filter(|(_, set)| grant.may_use(self.inner.toolsets[**set].name()))
-                .map(|(tool, _)| tool.clone())
-                .collect(),
-        }
+    pub fn tools(&self, grant: Option<&Grant>) -> impl Iterator<Item = &ToolSpec> {
+        self.inner
+            .tools
+            .iter()
+            .filter(move |(set, _)| opens(grant, self.inner.toolsets[*set].name()))
+            .map(|&(set, id)| self.spec(set, id))
     }
 
     /// The definition of `name`, if some toolset offers it.
-    pub fn tool(&self, name: &str) -> Option<&Tool> {
-        self.inner.by_name.get(name).map(|&i| &self.inner.tools[i])
+    pub fn tool(&self, name: &str) -> Option<&ToolSpec> {
+        let &(set, id) = &self.inner.tools[*self.inner.by_name.get(name)?];
+        Some(self.spec(set, id))
+    }
+
+    fn spec(&self, set: usize, id: ToolId) -> &ToolSpec {
+        &self.inner.toolsets[set].tools()[id.position()]
     }
 
     /// Every toolset's guidance for `session`, one paragraph each; `None`
@@ -247,8 +243,8 @@ impl Registry {
         arguments: JsonObject,
         caller: &Caller,
     ) -> Option<Result<ToolOutput, ToolError>> {
-        let index = *self.inner.by_name.get(name)?;
-        let set = &self.inner.toolsets[self.inner.owner[index]];
+        let &(set, id) = &self.inner.tools[*self.inner.by_name.get(name)?];
+        let set = &self.inner.toolsets[set];
         if let Some(grant) = &caller.grant
             && !grant.may_use(set.name())
         {
@@ -265,7 +261,7 @@ impl Registry {
                 set.name()
             ))));
         }
-        Some(set.call(name, arguments, caller).await)
+        Some(set.call(id, arguments, caller).await)
     }
 }
 
@@ -277,34 +273,35 @@ fn opens(grant: Option<&Grant>, name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{ToolFuture, ToolOutput, object_schema};
+    use crate::{ToolFuture, ToolOutput, ToolTable, object_schema};
 
-    struct Echo(&'static str);
+    struct Echo(&'static str, ToolTable<()>);
+
+    fn echo(toolset: &'static str) -> Arc<dyn Toolset> {
+        let spec = |name| ToolSpec::new(name, "echo", object_schema(serde_json::json!({}), &[]));
+        let table = ToolTable::new()
+            .with((), spec("echo"))
+            .with((), spec(&format!("{toolset}_only")));
+        Arc::new(Echo(toolset, table))
+    }
 
     impl Toolset for Echo {
         fn name(&self) -> &str {
             self.0
         }
-        fn tools(&self) -> Vec<Tool> {
-            vec![Tool::new(
-                "echo",
-                "echo",
-                object_schema(serde_json::json!({}), &[]),
-            )]
+        fn tools(&self) -> &[ToolSpec] {
+            self.1.specs()
         }
-        fn call<'a>(&'a self, _: &'a str, args: JsonObject, _: &'a Caller) -> ToolFuture<'a> {
-            Box::pin(async move {
-                Ok(ToolOutput::new(
-                    self.0,
-                    serde_json::Value::Object(args.clone()),
-                ))
-            })
+        fn call<'a>(&'a self, tool: ToolId, args: JsonObject, _: &'a Caller) -> ToolFuture<'a> {
+            let ((), spec) = self.1.get(tool);
+            let said = format!("{} {}", self.0, spec.name);
+            Box::pin(async move { Ok(ToolOutput::new(said, serde_json::Value::Object(args))) })
         }
     }
 
     #[test]
     fn duplicate_tool_names_are_refused_naming_both_toolsets() {
-        let err = Registry::new(vec![Arc::new(Echo("a")), Arc::new(Echo("b"))])
+        let err = Registry::new(vec![echo("a"), echo("b")])
             .err()
             .expect("duplicate must be refused");
         assert_eq!(err.tool, "echo");
@@ -313,13 +310,12 @@ mod tests {
 
     #[tokio::test]
     async fn calls_reach_the_owning_toolset_and_unknown_names_are_none() {
-        let registry = Registry::new(vec![Arc::new(Echo("a"))]).unwrap();
+        let registry = Registry::new(vec![echo("a")]).unwrap();
         let caller = Caller::new("test");
-        let result = registry
-            .call("echo", JsonObject::new(), &caller)
-            .await
-            .unwrap();
-        assert_eq!(result.is_error, Some(false));
+        for name in ["echo", "a_only"] {
+            let result = registry.run(name, JsonObject::new(), &caller).await;
+            assert_eq!(result.unwrap().unwrap().text, format!("a {name}"));
+        }
         assert!(
             registry
                 .call("nope", JsonObject::new(), &caller)

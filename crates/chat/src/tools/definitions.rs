@@ -4,7 +4,7 @@
 use std::{sync::Arc, time::Duration};
 
 use serde_json::{Value, json};
-use switchboard_toolset::{Tool, ToolAnnotations, object_schema, with_call_timeout};
+use switchboard_toolset::{ToolAnnotations, ToolSpec, ToolTable, object_schema};
 
 pub(super) const READ_DEFAULT: i64 = 50;
 pub(super) const READ_MAX: i64 = 500;
@@ -13,7 +13,20 @@ pub(super) const SEARCH_MAX: i64 = 100;
 pub(super) const WAIT_DEFAULT_S: f64 = 30.0;
 pub(super) const WAIT_MAX_S: f64 = 50.0;
 
-pub(super) fn tool_definitions() -> Vec<Tool> {
+/// What each chat tool is, to dispatch a call from its declaration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum ChatTool {
+    SendMessage,
+    ReadMessages,
+    CreateChannel,
+    ListChannels,
+    GetMembers,
+    WaitForMessages,
+    SearchMessages,
+    JoinChannel,
+}
+
+pub(super) fn tool_definitions() -> ToolTable<ChatTool> {
     let message = json!({
         "type": "object",
         "properties": {
@@ -55,8 +68,10 @@ pub(super) fn tool_definitions() -> Vec<Tool> {
             .open_world(false)
     };
     let output = |v: Value| Arc::new(v.as_object().cloned().unwrap_or_default());
-    vec![
-        Tool::new(
+    ToolTable::new()
+        .with(
+            ChatTool::SendMessage,
+            ToolSpec::new(
             "send_message",
             "Post a message to a channel (created if missing). Each line of text is sent as one message.",
             object_schema(
@@ -68,7 +83,7 @@ pub(super) fn tool_definitions() -> Vec<Tool> {
                 &["channel", "text"],
             ),
         )
-        .with_raw_output_schema(output(json!({
+        .with_output_schema(output(json!({
             "type": "object",
             "properties": {
                 "channel": {"type": "string"},
@@ -81,8 +96,10 @@ pub(super) fn tool_definitions() -> Vec<Tool> {
             },
             "required": ["channel", "sender", "lines", "confirmed"]
         })))
-        .with_annotations(writes(false)),
-        Tool::new(
+        .with_annotations(writes(false)))
+        .with(
+            ChatTool::ReadMessages,
+            ToolSpec::new(
             "read_messages",
             "Read a channel's recent messages, newest first, as [HH:MM:SS] <nick> text (UTC); with since=seq, the next ones after it. Without channel: your inbox, oldest first. Marks them read.",
             object_schema(
@@ -95,26 +112,30 @@ pub(super) fn tool_definitions() -> Vec<Tool> {
                 &[],
             ),
         )
-        .with_raw_output_schema(output(message_list.clone()))
+        .with_output_schema(output(message_list.clone()))
         // Marking messages read is bookkeeping, not a change to the world.
-        .with_annotations(read_only.clone()),
-        Tool::new(
+        .with_annotations(read_only.clone()))
+        .with(
+            ChatTool::CreateChannel,
+            ToolSpec::new(
             "create_channel",
             "Create a channel.",
             object_schema(json!({"name": channel}), &["name"]),
         )
-        .with_raw_output_schema(output(json!({
+        .with_output_schema(output(json!({
             "type": "object",
             "properties": {"channel": {"type": "string"}, "created": {"type": "boolean"}},
             "required": ["channel", "created"]
         })))
-        .with_annotations(writes(true)),
-        Tool::new(
+        .with_annotations(writes(true)))
+        .with(
+            ChatTool::ListChannels,
+            ToolSpec::new(
             "list_channels",
             "List the channels, with members and your unread and mention counts.",
             object_schema(json!({"nick": nick}), &[]),
         )
-        .with_raw_output_schema(output(json!({
+        .with_output_schema(output(json!({
             "type": "object",
             "properties": {
                 "channels": {"type": "array", "items": {"type": "string"}},
@@ -128,13 +149,15 @@ pub(super) fn tool_definitions() -> Vec<Tool> {
             },
             "required": ["channels"]
         })))
-        .with_annotations(read_only.clone()),
-        Tool::new(
+        .with_annotations(read_only.clone()))
+        .with(
+            ChatTool::GetMembers,
+            ToolSpec::new(
             "get_members",
             "List the nicks in a channel.",
             object_schema(json!({"channel": channel}), &["channel"]),
         )
-        .with_raw_output_schema(output(json!({
+        .with_output_schema(output(json!({
             "type": "object",
             "properties": {
                 "channel": {"type": "string"},
@@ -142,27 +165,29 @@ pub(super) fn tool_definitions() -> Vec<Tool> {
             },
             "required": ["channel", "members"]
         })))
-        .with_annotations(read_only.clone()),
+        .with_annotations(read_only.clone()))
         // Blocks up to 50 s; transports that time calls out must wait longer.
-        with_call_timeout(
-            Tool::new(
-                "wait_for_messages",
-                "Block until a channel has messages after since (default: now), then return them like read_messages; without channel, until your inbox has any. Empty after timeout_s.",
-                object_schema(
-                    json!({
-                        "channel": inbox_channel,
-                        "since": since,
-                        "timeout_s": {"type": "number", "minimum": 0, "maximum": WAIT_MAX_S, "default": WAIT_DEFAULT_S},
-                        "nick": nick
-                    }),
-                    &[],
-                ),
-            )
-            .with_raw_output_schema(output(message_list.clone()))
-            .with_annotations(read_only.clone()),
-            Duration::from_secs(WAIT_MAX_S as u64 + 10),
-        ),
-        Tool::new(
+        .with(
+            ChatTool::WaitForMessages,
+            ToolSpec::new(
+            "wait_for_messages",
+            "Block until a channel has messages after since (default: now), then return them like read_messages; without channel, until your inbox has any. Empty after timeout_s.",
+            object_schema(
+                json!({
+                    "channel": inbox_channel,
+                    "since": since,
+                    "timeout_s": {"type": "number", "minimum": 0, "maximum": WAIT_MAX_S, "default": WAIT_DEFAULT_S},
+                    "nick": nick
+                }),
+                &[],
+            ),
+        )
+        .with_output_schema(output(message_list.clone()))
+        .with_annotations(read_only.clone())
+        .with_timeout(Duration::from_secs(WAIT_MAX_S as u64 + 10)))
+        .with(
+            ChatTool::SearchMessages,
+            ToolSpec::new(
             "search_messages",
             "Full-text search of the message history (all words must match), best match first.",
             object_schema(
@@ -174,7 +199,7 @@ pub(super) fn tool_definitions() -> Vec<Tool> {
                 &["query"],
             ),
         )
-        .with_raw_output_schema(output(json!({
+        .with_output_schema(output(json!({
             "type": "object",
             "properties": {
                 "query": {"type": "string"},
@@ -182,8 +207,10 @@ pub(super) fn tool_definitions() -> Vec<Tool> {
             },
             "required": ["messages"]
         })))
-        .with_annotations(read_only),
-        Tool::new(
+        .with_annotations(read_only))
+        .with(
+            ChatTool::JoinChannel,
+            ToolSpec::new(
             "join_channel",
             "Join a channel: its new messages reach your inbox (and may be pushed to you). leave=true leaves it.",
             object_schema(
@@ -195,7 +222,7 @@ pub(super) fn tool_definitions() -> Vec<Tool> {
                 &["channel"],
             ),
         )
-        .with_raw_output_schema(output(json!({
+        .with_output_schema(output(json!({
             "type": "object",
             "properties": {
                 "channel": {"type": "string"},
@@ -204,21 +231,5 @@ pub(super) fn tool_definitions() -> Vec<Tool> {
             },
             "required": ["channel", "nick", "joined"]
         })))
-        .with_annotations(writes(true)),
-    ]
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn tool_list_is_compact() {
-        let json = serde_json::to_string(&tool_definitions()).unwrap();
-        assert!(
-            json.len() <= 8 * 1024,
-            "tools/list body is {} bytes",
-            json.len()
-        );
-    }
+        .with_annotations(writes(true)))
 }

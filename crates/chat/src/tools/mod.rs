@@ -25,8 +25,8 @@ use chrono::Utc;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use switchboard_toolset::{
-    Caller, JsonObject, Notification, Session, Tool, ToolError, ToolFuture, ToolOutput, Toolset,
-    parse_args,
+    Caller, JsonObject, Notification, Session, ToolError, ToolFuture, ToolId, ToolOutput, ToolSpec,
+    ToolTable, Toolset, parse_args,
 };
 use tokio::sync::broadcast;
 
@@ -43,7 +43,7 @@ use crate::{
     push::{PushMode, PushSettings, Pusher},
 };
 use definitions::{
-    READ_DEFAULT, READ_MAX, SEARCH_DEFAULT, SEARCH_MAX, WAIT_DEFAULT_S, WAIT_MAX_S,
+    ChatTool, READ_DEFAULT, READ_MAX, SEARCH_DEFAULT, SEARCH_MAX, WAIT_DEFAULT_S, WAIT_MAX_S,
     tool_definitions,
 };
 use format::{
@@ -89,6 +89,7 @@ pub struct ChatTools {
     /// channel ask for the same page many times between two commits; that
     /// page is built (an SQLite read, and a JSON tree of every message) once.
     reads: Mutex<HashMap<String, CachedRead>>,
+    tools: ToolTable<ChatTool>,
 }
 
 /// A `read_messages` page, valid while the history has made no commit.
@@ -129,6 +130,7 @@ impl ChatTools {
             pusher,
             approvals,
             reads: Mutex::default(),
+            tools: tool_definitions(),
         }
     }
 }
@@ -199,8 +201,8 @@ impl Toolset for ChatTools {
         "chat"
     }
 
-    fn tools(&self) -> Vec<Tool> {
-        tool_definitions()
+    fn tools(&self) -> &[ToolSpec] {
+        self.tools.specs()
     }
 
     fn instructions(&self, session: Option<&Session>) -> Option<String> {
@@ -263,23 +265,26 @@ Events are not marked read: read_messages shows everything.",
         self.backend.close()
     }
 
-    fn call<'a>(&'a self, tool: &'a str, args: JsonObject, caller: &'a Caller) -> ToolFuture<'a> {
+    fn call<'a>(&'a self, tool: ToolId, args: JsonObject, caller: &'a Caller) -> ToolFuture<'a> {
+        let (kind, spec) = self.tools.get(tool);
+        let name = spec.name.as_str();
         Box::pin(async move {
-            match tool {
-                "send_message" => self.send_message(parse_args(tool, args)?, caller).await,
-                "read_messages" => self.read_messages(parse_args(tool, args)?, caller),
-                "create_channel" => self.create_channel(parse_args(tool, args)?, caller).await,
-                "list_channels" => self.list_channels(parse_args(tool, args)?, caller).await,
-                "get_members" => self.get_members(parse_args(tool, args)?, caller).await,
-                "wait_for_messages" => {
-                    let p: WaitParams = parse_args(tool, args)?;
+            match kind {
+                ChatTool::SendMessage => self.send_message(parse_args(name, args)?, caller).await,
+                ChatTool::ReadMessages => self.read_messages(parse_args(name, args)?, caller),
+                ChatTool::CreateChannel => {
+                    self.create_channel(parse_args(name, args)?, caller).await
+                }
+                ChatTool::ListChannels => self.list_channels(parse_args(name, args)?, caller).await,
+                ChatTool::GetMembers => self.get_members(parse_args(name, args)?, caller).await,
+                ChatTool::WaitForMessages => {
+                    let p: WaitParams = parse_args(name, args)?;
                     with_progress(caller, self.wait_for_messages(p, caller)).await
                 }
-                "search_messages" => self.search_messages(parse_args(tool, args)?, caller).await,
-                "join_channel" => self.join_channel(parse_args(tool, args)?, caller).await,
-                other => Err(ToolError::new(format!(
-                    "the chat toolset has no tool {other}"
-                ))),
+                ChatTool::SearchMessages => {
+                    self.search_messages(parse_args(name, args)?, caller).await
+                }
+                ChatTool::JoinChannel => self.join_channel(parse_args(name, args)?, caller).await,
             }
         })
     }
@@ -871,12 +876,38 @@ mod tests {
             .unwrap()
     }
 
-    fn tools(history: &History) -> ChatTools {
-        ChatTools::new(
+    /// The chat tools, called by name as a transport calls them.
+    struct Chat(Arc<ChatTools>, switchboard_toolset::Registry);
+
+    impl std::ops::Deref for Chat {
+        type Target = ChatTools;
+        fn deref(&self) -> &ChatTools {
+            &self.0
+        }
+    }
+
+    impl Chat {
+        async fn call(
+            &self,
+            tool: &str,
+            arguments: JsonObject,
+            caller: &Caller,
+        ) -> Result<ToolOutput, ToolError> {
+            self.1
+                .run(tool, arguments, caller)
+                .await
+                .unwrap_or_else(|| panic!("no chat tool {tool}"))
+        }
+    }
+
+    fn tools(history: &History) -> Chat {
+        let tools = Arc::new(ChatTools::new(
             Arc::new(LocalHub::new(history.clone())),
             history.clone(),
             ChatSettings::default(),
-        )
+        ));
+        let registry = switchboard_toolset::Registry::new(vec![tools.clone()]).unwrap();
+        Chat(tools, registry)
     }
 
     #[test]
@@ -937,6 +968,9 @@ mod tests {
             assert_eq!(none.text, "No messages in #c after seq 3.");
 
             // ann has read up to m3; bad input leaves her cursor and the history alone.
+            // Her cursor is saved behind the reads: wait for the writer first.
+            let channel = tools.rules().channel("#c").unwrap();
+            history.ensure_channel(&channel).await.unwrap();
             let commits = history.commits();
             for (bad, says) in [
                 (json!("garbage"), "ISO 8601"),
@@ -954,10 +988,7 @@ mod tests {
                 assert!(err.message().contains(says), "{bad}: {err}");
             }
             assert_eq!(history.commits(), commits);
-            let channel_id = tools
-                .channel_id(&tools.rules().channel("#c").unwrap())
-                .unwrap()
-                .unwrap();
+            let channel_id = tools.channel_id(&channel).unwrap().unwrap();
             assert_eq!(history.cursor("ann", channel_id).unwrap().read_seq, 3);
 
             let waited = args(json!({"channel": "#c", "timeout_s": 0.05}));

@@ -16,11 +16,10 @@
 use std::{
     collections::HashMap,
     sync::{Arc, Mutex, OnceLock},
-    time::Duration,
 };
 
 use switchboard_relay::{Call, Event, Handle, PeerInfo, Tool, ToolHandler, ToolResult, events};
-use switchboard_toolset::{Caller, Notification, Process, Session, call_timeout};
+use switchboard_toolset::{Caller, Notification, Process, Session, ToolSpec};
 use tokio::sync::mpsc;
 
 use crate::mcp::McpServer;
@@ -94,6 +93,28 @@ impl RegistryHandler {
     }
 }
 
+/// A declared tool in the relay's shape: MCP's, plus the call timeout the
+/// shim waits for.
+fn relay_tool(spec: &ToolSpec) -> Tool {
+    let schema = |s: &Arc<serde_json::Map<String, serde_json::Value>>| {
+        serde_json::Value::Object((**s).clone())
+    };
+    Tool {
+        name: spec.name.clone(),
+        title: spec.title.clone(),
+        description: Some(spec.description.clone()),
+        input_schema: schema(&spec.input_schema),
+        output_schema: spec.output_schema.as_ref().map(schema),
+        // Plain optional fields: serialising them cannot fail.
+        annotations: spec
+            .annotations
+            .as_ref()
+            .and_then(|a| serde_json::to_value(a).ok()),
+        timeout_ms: spec.timeout.map(|t| t.as_millis() as u64),
+        extra: serde_json::Map::new(),
+    }
+}
+
 /// `switchboard say` and `tail` speak for the person at the terminal.
 fn is_terminal(peer: &PeerInfo) -> bool {
     peer.client.starts_with(crate::terminal::CLIENT_NAME)
@@ -101,21 +122,7 @@ fn is_terminal(peer: &PeerInfo) -> bool {
 
 impl ToolHandler for RegistryHandler {
     fn tools(&self) -> Vec<Tool> {
-        self.server
-            .registry()
-            .tools(None)
-            .iter()
-            .filter_map(|tool| {
-                let mut relayed: Tool = serde_json::to_value(tool)
-                    .and_then(serde_json::from_value)
-                    .map_err(
-                        |e| tracing::error!(tool = %tool.name, error = %e, "tool not relayable"),
-                    )
-                    .ok()?;
-                relayed.timeout_ms = call_timeout(tool).map(|t: Duration| t.as_millis() as u64);
-                Some(relayed)
-            })
-            .collect()
+        self.server.registry().tools(None).map(relay_tool).collect()
     }
 
     fn connected(&self, peer: &Arc<PeerInfo>) {

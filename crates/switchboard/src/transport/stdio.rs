@@ -275,19 +275,27 @@ mod tests {
     use serde_json::Value;
 
     /// A toolset whose one tool echoes its arguments.
-    struct Echo;
+    struct Echo(Vec<switchboard_toolset::ToolSpec>);
+
+    impl Echo {
+        fn new() -> Self {
+            let schema = switchboard_toolset::object_schema(serde_json::json!({}), &[]);
+            Self(vec![switchboard_toolset::ToolSpec::new(
+                "echo", "echo", schema,
+            )])
+        }
+    }
 
     impl switchboard_toolset::Toolset for Echo {
         fn name(&self) -> &str {
             "echo"
         }
-        fn tools(&self) -> Vec<switchboard_toolset::Tool> {
-            let schema = switchboard_toolset::object_schema(serde_json::json!({}), &[]);
-            vec![switchboard_toolset::Tool::new("echo", "echo", schema)]
+        fn tools(&self) -> &[switchboard_toolset::ToolSpec] {
+            &self.0
         }
         fn call<'a>(
             &'a self,
-            _: &'a str,
+            _: switchboard_toolset::ToolId,
             arguments: switchboard_toolset::JsonObject,
             _: &'a switchboard_toolset::Caller,
         ) -> switchboard_toolset::ToolFuture<'a> {
@@ -303,7 +311,7 @@ mod tests {
     #[tokio::test]
     async fn direct_calls_answer_exactly_as_rmcp_does() {
         use tokio::io::{AsyncBufReadExt, duplex};
-        let registry = switchboard_toolset::Registry::new(vec![Arc::new(Echo)]).unwrap();
+        let registry = switchboard_toolset::Registry::new(vec![Arc::new(Echo::new())]).unwrap();
         let server = McpServer::new(registry, crate::mcp::Drain::default(), None);
         let (client, server_end) = duplex(64 * 1024);
         let (server_in, server_out) = tokio::io::split(server_end);

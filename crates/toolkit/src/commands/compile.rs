@@ -2,14 +2,10 @@
 //! argv templates, cases, timeouts and environment are checked (errors name
 //! the key) and turned into what a call runs. Nothing here runs a program.
 
-use std::{
-    collections::{BTreeMap, HashMap},
-    path::Path,
-    time::Duration,
-};
+use std::{collections::BTreeMap, path::Path, time::Duration};
 
 use serde_json::{Value, json};
-use switchboard_toolset::{JsonObject, Tool, ToolAnnotations, with_call_timeout};
+use switchboard_toolset::{JsonObject, ToolAnnotations, ToolSpec, ToolTable};
 
 use super::{
     Action, Case, Cases, CommandTools, InstallHint,
@@ -97,8 +93,8 @@ impl CommandTools {
         }
 
         let mut names = NameSet::default();
-        let mut tools = Vec::new();
-        let mut actions = HashMap::new();
+        let mut tools = ToolTable::new();
+        let mut actions = Vec::new();
         let mut install = None;
         for (i, action_config) in config.actions.iter().enumerate() {
             let key = format!("commands.actions[{i}]");
@@ -120,8 +116,8 @@ impl CommandTools {
             // A relay client (the shim) must wait at least as long as the
             // program may run and be killed; a second covers the reply.
             let deadline = action.longest_timeout() + grace + Duration::from_secs(1);
-            tools.push(with_call_timeout(tool, deadline));
-            actions.insert(action_config.tool.clone(), action);
+            tools.push(actions.len(), tool.with_timeout(deadline));
+            actions.push(action);
         }
         Ok(Self {
             program: config.program.clone(),
@@ -186,7 +182,7 @@ fn compile_action(
     key: &str,
     config: &ActionConfig,
     default_timeout: Duration,
-) -> Result<(Action, Tool), ConfigError> {
+) -> Result<(Action, ToolSpec), ConfigError> {
     let action_timeout = match config.timeout_s {
         Some(t) => seconds(&format!("{key}.timeout_s"), t, MAX_TIMEOUT_S, false)?,
         None => default_timeout,
@@ -291,23 +287,19 @@ fn compile_action(
     }
 
     let read_only = config.read_only.unwrap_or(!mutating_any);
-    let mut tool = Tool::new(
-        config.tool.clone(),
-        config.description.clone(),
-        schema.exposed(),
-    )
-    .with_raw_output_schema(if config.kind == ActionKind::Status {
-        status_output_schema()
-    } else {
-        run_output_schema()
-    })
-    .with_annotations(
-        ToolAnnotations::new()
-            .read_only(read_only)
-            .destructive(mutating_any)
-            .idempotent(read_only)
-            .open_world(true),
-    );
+    let mut tool = ToolSpec::new(&config.tool, &config.description, schema.exposed())
+        .with_output_schema(if config.kind == ActionKind::Status {
+            status_output_schema()
+        } else {
+            run_output_schema()
+        })
+        .with_annotations(
+            ToolAnnotations::new()
+                .read_only(read_only)
+                .destructive(mutating_any)
+                .idempotent(read_only)
+                .open_world(true),
+        );
     if let Some(title) = &config.title {
         tool = tool.with_title(title.clone());
     }

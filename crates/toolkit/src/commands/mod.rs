@@ -34,14 +34,12 @@ mod compile;
 mod report;
 pub mod runner;
 
-use std::{
-    collections::{BTreeMap, HashMap},
-    path::PathBuf,
-    time::Duration,
-};
+use std::{collections::BTreeMap, path::PathBuf, time::Duration};
 
 use serde_json::{Value, json};
-use switchboard_toolset::{Caller, JsonObject, Tool, ToolError, ToolFuture, ToolOutput, Toolset};
+use switchboard_toolset::{
+    Caller, JsonObject, ToolError, ToolFuture, ToolId, ToolOutput, ToolSpec, ToolTable, Toolset,
+};
 
 use self::{
     argv::{Argv, Text},
@@ -59,8 +57,9 @@ pub struct CommandTools {
     version_args: Vec<String>,
     grace: Duration,
     max_output: usize,
-    tools: Vec<Tool>,
-    actions: HashMap<String, Action>,
+    /// Each tool with its position in `actions`.
+    tools: ToolTable<usize>,
+    actions: Vec<Action>,
     install: Option<InstallHint>,
 }
 
@@ -139,15 +138,14 @@ impl Toolset for CommandTools {
         "commands"
     }
 
-    fn tools(&self) -> Vec<Tool> {
-        self.tools.clone()
+    fn tools(&self) -> &[ToolSpec] {
+        self.tools.specs()
     }
 
-    fn call<'a>(&'a self, tool: &'a str, args: JsonObject, _caller: &'a Caller) -> ToolFuture<'a> {
+    fn call<'a>(&'a self, tool: ToolId, args: JsonObject, _caller: &'a Caller) -> ToolFuture<'a> {
+        let (index, spec) = self.tools.get(tool);
+        let (tool, action) = (spec.name.as_str(), &self.actions[index]);
         Box::pin(async move {
-            let action = self.actions.get(tool).ok_or_else(|| {
-                ToolError::new(format!("the commands toolset has no tool {tool}"))
-            })?;
             let mut params = action.schema.check(tool, args)?;
             let apply = params.remove("apply") == Some(Value::Bool(true));
             match action.kind {

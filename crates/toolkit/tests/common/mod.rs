@@ -29,7 +29,8 @@ pub fn path_with(dir: &Path) -> String {
 /// Calls `tool` on `set` with the JSON object `args`.
 pub async fn call(set: &dyn Toolset, tool: &str, args: Value) -> Result<ToolOutput, ToolError> {
     let args: JsonObject = args.as_object().cloned().expect("arguments are an object");
-    set.call(tool, args, &Caller::new("test")).await
+    let id = set.tool_id(tool).expect("the toolset has the tool");
+    set.call(id, args, &Caller::new("test")).await
 }
 
 /// Every call a fake recorded: one argv per call (written by `RECORD`).
