@@ -25,6 +25,7 @@ use tokio::{
 use crate::{
     events::{Event, MAX_EVENT},
     protocol::{self, ErrorBody, Message, Outcome, PROTOCOL_VERSION, Read, RequestId},
+    tools::{Tool, ToolResult},
 };
 
 /// Why a request through a link failed.
@@ -42,6 +43,11 @@ pub enum LinkError {
     NotAgreed(String),
     #[error("the event is {0} bytes long; events are at most {MAX_EVENT} bytes")]
     TooLarge(usize),
+    #[error("the application's {method} result does not fit the relay protocol: {reason}")]
+    BadResult {
+        method: &'static str,
+        reason: String,
+    },
 }
 
 /// Something the application said on its own.
@@ -214,6 +220,34 @@ impl Link {
         }
     }
 
+    /// The application's tools (`tools/list`), waiting up to `timeout`.
+    pub async fn list_tools(&self, timeout: Duration) -> Result<Vec<Tool>, LinkError> {
+        #[derive(serde::Deserialize)]
+        struct List {
+            tools: Vec<Tool>,
+        }
+        let result = self.request("tools/list", None, timeout).await?;
+        serde_json::from_value::<List>(result)
+            .map(|list| list.tools)
+            .map_err(|e| bad_result("tools/list", &e))
+    }
+
+    /// Calls the application's tool `name` with `arguments` (`tools/call`),
+    /// waiting up to `timeout`. A tool that failed is an `Ok` result with
+    /// `is_error`; an `Err` is a call that did not produce a result.
+    pub async fn call_tool(
+        &self,
+        name: &str,
+        arguments: Map<String, Value>,
+        timeout: Duration,
+    ) -> Result<ToolResult, LinkError> {
+        let mut params = Map::new();
+        params.insert("name".into(), Value::String(name.to_owned()));
+        params.insert("arguments".into(), Value::Object(arguments));
+        let result = self.request("tools/call", Some(params), timeout).await?;
+        serde_json::from_value(result).map_err(|e| bad_result("tools/call", &e))
+    }
+
     /// Sends a request and waits up to `timeout` for its response. A timeout
     /// leaves the connection open (the application may answer late; the
     /// answer is then dropped).
@@ -269,6 +303,13 @@ impl Link {
             Outcome::Result(value) => Ok(value),
             Outcome::Error(body) => Err(LinkError::Remote(body)),
         }
+    }
+}
+
+fn bad_result(method: &'static str, e: &serde_json::Error) -> LinkError {
+    LinkError::BadResult {
+        method,
+        reason: e.to_string(),
     }
 }
 

@@ -54,25 +54,24 @@
 //!
 //! // The client side, as `switchboard shim` does it.
 //! let (link, _events) = Link::connect(&path, Duration::from_secs(1), "doc test").await.unwrap();
-//! let list = link.request("tools/list", None, Duration::from_secs(3)).await.unwrap();
-//! assert_eq!(list["tools"][0]["name"], "echo");
-//! let params = json!({"name": "echo", "arguments": {"text": "hi"}});
+//! let tools = link.list_tools(Duration::from_secs(3)).await.unwrap();
+//! assert_eq!(tools[0].name, "echo");
+//! let text = |text: serde_json::Value| text.as_object().cloned().unwrap();
 //! let result = link
-//!     .request("tools/call", params.as_object().cloned(), Duration::from_secs(15))
+//!     .call_tool("echo", text(json!({"text": "hi"})), Duration::from_secs(15))
 //!     .await
 //!     .unwrap();
-//! assert_eq!(result["isError"], false);
-//! assert!(result["content"][0]["text"].as_str().unwrap().starts_with("hi (asked by pid "));
+//! assert!(!result.is_error);
+//! assert!(result.content[0]["text"].as_str().unwrap().starts_with("hi (asked by pid "));
 //!
 //! // Arguments that do not match the schema never reach the handler.
-//! let params = json!({"name": "echo", "arguments": {"text": 17}});
 //! let result = link
-//!     .request("tools/call", params.as_object().cloned(), Duration::from_secs(15))
+//!     .call_tool("echo", text(json!({"text": 17})), Duration::from_secs(15))
 //!     .await
 //!     .unwrap();
-//! assert_eq!(result["isError"], true);
+//! assert!(result.is_error);
 //! assert_eq!(
-//!     result["content"][0]["text"],
+//!     result.content[0]["text"],
 //!     "invalid arguments for echo: 17 is not of type \"string\" (at /text)"
 //! );
 //!

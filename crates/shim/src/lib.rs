@@ -45,7 +45,7 @@ use tokio_util::{sync::CancellationToken, task::TaskTracker};
 use crate::framing::{is_blank, line_reader};
 use switchboard_jsonrpc::{Id, Kind, Message, Rejection, classify, code};
 use switchboard_lines::Next;
-use switchboard_relay::{Event, events};
+use switchboard_relay::{Event, Tool, events};
 use upstream::{CallFailure, Timeouts, Upstream, Upward};
 
 /// Protocol revisions with an `initialize` handshake, oldest first.
@@ -439,11 +439,14 @@ async fn handle(
         "initialize" => Ok(initialize(upstream, &params, client).await),
         "ping" => Ok(json!({})),
         "tools/list" => {
-            let tools: Vec<Value> = upstream
+            let tools: Vec<Tool> = upstream
                 .list()
                 .await
                 .into_iter()
-                .map(strip_relay_fields)
+                .map(|tool| Tool {
+                    timeout_ms: None,
+                    ..tool
+                })
                 .collect();
             Ok(json!({"tools": tools}))
         }
@@ -520,9 +523,9 @@ async fn call_tool(upstream: &Arc<Upstream>, id: &Id, params: &Map<String, Value
     };
     let app = upstream.app_name();
     match upstream.call(name, arguments).await {
-        Ok(result) if result.is_object() => Ok(result),
-        Ok(_) => Ok(tool_error(&format!(
-            "{app} returned a malformed result for {name}"
+        Ok(result) => Ok(json!(result)),
+        Err(CallFailure::Malformed(reason)) => Ok(tool_error(&format!(
+            "{app} returned a malformed result for {name}: {reason}"
         ))),
         Err(CallFailure::Absent) => Ok(tool_error(&format!(
             "{app} is not running; start it and try again"
@@ -546,14 +549,6 @@ async fn call_tool(upstream: &Arc<Upstream>, id: &Id, params: &Map<String, Value
 
 fn tool_error(text: &str) -> Value {
     json!({"content": [{"type": "text", "text": text}], "isError": true})
-}
-
-/// Removes relay-only fields (`timeout_ms`) from a tool definition.
-fn strip_relay_fields(mut tool: Value) -> Value {
-    if let Some(object) = tool.as_object_mut() {
-        object.remove("timeout_ms");
-    }
-    tool
 }
 
 /// Owns stdout; an empty line means "done". If the client has gone (stdout

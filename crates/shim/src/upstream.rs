@@ -15,7 +15,7 @@ use std::{
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use switchboard_relay::{
-    Event,
+    Event, Tool, ToolResult,
     client::{Hello, Incoming, Link, LinkError, Welcome},
     events,
     protocol::{ErrorCode, TOOLS_CHANGED},
@@ -41,7 +41,7 @@ pub struct Snapshot {
     /// The application's display name (from its `welcome`).
     pub app: Option<String>,
     /// Tool definitions as the application sent them (with `timeout_ms`).
-    pub tools: Vec<Value>,
+    pub tools: Vec<Tool>,
     /// The events the application agreed on last time.
     #[serde(default)]
     pub events: Vec<String>,
@@ -77,6 +77,8 @@ pub enum CallFailure {
     UnknownTool(String),
     /// The application refused the request for another reason.
     Refused(String),
+    /// The application answered with something that is not a tool result.
+    Malformed(String),
 }
 
 /// The application behind the shim.
@@ -201,7 +203,7 @@ impl Upstream {
 
     /// The application's tools, fetched now; on failure the last known list.
     /// Tells the MCP side when the list differs from the last one.
-    pub async fn list(self: &Arc<Self>) -> Vec<Value> {
+    pub async fn list(self: &Arc<Self>) -> Vec<Tool> {
         match self.fetch_list().await {
             Ok((tools, changed)) => {
                 if changed {
@@ -217,22 +219,13 @@ impl Upstream {
     }
 
     /// Fetches the list; true when it differs from the last one.
-    async fn fetch_list(self: &Arc<Self>) -> Result<(Vec<Value>, bool), LinkError> {
+    async fn fetch_list(self: &Arc<Self>) -> Result<(Vec<Tool>, bool), LinkError> {
         let link = self.link().await?;
-        let result = match link.request("tools/list", None, self.timeouts.list).await {
-            Ok(result) => result,
+        let tools = match link.list_tools(self.timeouts.list).await {
+            Ok(tools) => tools,
             Err(e) => {
                 self.drop_link(&link).await;
                 return Err(e);
-            }
-        };
-        let tools = match result.get("tools").and_then(Value::as_array) {
-            Some(tools) => tools.clone(),
-            None => {
-                self.drop_link(&link).await;
-                return Err(LinkError::Closed(
-                    "the application's tools/list result has no tools array".into(),
-                ));
             }
         };
         let app = link.welcome().map(|w| w.app);
@@ -251,23 +244,20 @@ impl Upstream {
         Ok((tools, changed))
     }
 
-    /// The call timeout for `tool`: its `timeout_ms` if it declares a longer one.
+    /// Whether the last list had `tool`.
     fn knows(&self, tool: &str) -> bool {
         let snapshot = self.snapshot.lock().expect("snapshot lock");
-        snapshot
-            .tools
-            .iter()
-            .any(|t| t.get("name").and_then(Value::as_str) == Some(tool))
+        snapshot.tools.iter().any(|t| t.name == tool)
     }
 
+    /// The call timeout for `tool`: its `timeout_ms` if it declares a longer one.
     fn call_timeout(&self, tool: &str) -> Duration {
         let snapshot = self.snapshot.lock().expect("snapshot lock");
         snapshot
             .tools
             .iter()
-            .find(|t| t.get("name").and_then(Value::as_str) == Some(tool))
-            .and_then(|t| t.get("timeout_ms"))
-            .and_then(Value::as_u64)
+            .find(|t| t.name == tool)
+            .and_then(|t| t.timeout_ms)
             .map(Duration::from_millis)
             .map_or(self.timeouts.call, |declared| {
                 declared.max(self.timeouts.call)
@@ -279,7 +269,7 @@ impl Upstream {
         self: &Arc<Self>,
         tool: &str,
         arguments: Map<String, Value>,
-    ) -> Result<Value, CallFailure> {
+    ) -> Result<ToolResult, CallFailure> {
         let link = match self.link().await {
             Ok(link) => link,
             Err(e) => {
@@ -292,14 +282,12 @@ impl Upstream {
         if !self.knows(tool) {
             self.list().await;
         }
-        let mut params = Map::new();
-        params.insert("name".into(), Value::String(tool.to_owned()));
-        params.insert("arguments".into(), Value::Object(arguments));
         match link
-            .request("tools/call", Some(params), self.call_timeout(tool))
+            .call_tool(tool, arguments, self.call_timeout(tool))
             .await
         {
             Ok(result) => Ok(result),
+            Err(LinkError::BadResult { reason, .. }) => Err(CallFailure::Malformed(reason)),
             Err(LinkError::Remote(body)) => Err(match body.code {
                 ErrorCode::UnknownTool => CallFailure::UnknownTool(body.message),
                 _ => CallFailure::Refused(body.message),

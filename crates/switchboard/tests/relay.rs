@@ -1012,6 +1012,76 @@ async fn list_changes_are_announced_after_a_timed_out_call_to_a_forgetful_app() 
     app.abort();
 }
 
+/// An application that answers every request with `answer(method, params)`
+/// as its result, protocol or not.
+async fn scripted_app(
+    listener: UnixListener,
+    answer: impl Fn(&str, &Value) -> Value + Send + Sync + 'static,
+) {
+    let answer = Arc::new(answer);
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            return;
+        };
+        let answer = answer.clone();
+        tokio::spawn(async move {
+            let (reader, mut writer) = stream.into_split();
+            let mut lines = BufReader::new(reader).lines();
+            let welcome = json!({"type": "welcome", "protocol": 1, "app": "Scripted App", "app_id": "dev.test.scripted"});
+            let mut replies = vec![welcome];
+            while let Ok(Some(line)) = lines.next_line().await {
+                if let Ok(request) = serde_json::from_str::<Value>(&line)
+                    && let Some(method) = request["method"].as_str()
+                {
+                    let result = answer(method, &request["params"]);
+                    replies
+                        .push(json!({"type": "response", "id": request["id"], "result": result}));
+                }
+                for reply in replies.drain(..) {
+                    let mut line = reply.to_string().into_bytes();
+                    line.push(b'\n');
+                    if writer.write_all(&line).await.is_err() {
+                        return;
+                    }
+                }
+            }
+        });
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_application_answering_outside_the_protocol_gets_clear_errors() {
+    let place = Place::new("dev.test.scripted");
+    let garbled_list = Arc::new(AtomicBool::new(false));
+    let garble = garbled_list.clone();
+    let app = tokio::spawn(scripted_app(
+        UnixListener::bind(&place.socket).unwrap(),
+        move |method, _| match method {
+            "tools/list" if garble.load(Ordering::SeqCst) => json!({"tools": [{"name": 5}]}),
+            "tools/list" => {
+                json!({"tools": [{"name": "garbled", "inputSchema": {"type": "object"}, "timeout_ms": 2000}]})
+            }
+            _ => json!({"content": "not a list of blocks"}),
+        },
+    ));
+    let mut shim = place.shim(&[]);
+    shim.initialize().await;
+    let tools = shim.tools().await;
+    assert_eq!(tools.len(), 1);
+    assert_eq!(tools[0]["name"], "garbled");
+    assert!(tools[0].get("timeout_ms").is_none(), "{}", tools[0]);
+    // A result that is not a CallToolResult is a tool error naming the app.
+    assert_tool_error(
+        &shim.call("garbled", json!({})).await,
+        &["Scripted App returned a malformed result for garbled"],
+    );
+    // A list whose tools are not tools is refused; the last good one stays.
+    garbled_list.store(true, Ordering::SeqCst);
+    assert_eq!(shim.tool_names().await, ["garbled"]);
+    shim.finish_cleanly().await;
+    app.abort();
+}
+
 // --- concurrency ----------------------------------------------------------
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
