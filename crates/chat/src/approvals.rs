@@ -29,11 +29,11 @@ use crate::{
 };
 
 /// What a client sends to ask.
-pub const REQUEST_METHOD: &str = "notifications/claude/channel/permission_request";
+pub(crate) const REQUEST_METHOD: &str = "notifications/claude/channel/permission_request";
 /// What the verdict goes back as.
-pub const VERDICT_METHOD: &str = "notifications/claude/channel/permission";
+pub(crate) const VERDICT_METHOD: &str = "notifications/claude/channel/permission";
 /// The experimental capability a server declares to receive requests.
-pub const CAPABILITY: &str = "claude/channel/permission";
+pub(crate) const CAPABILITY: &str = "claude/channel/permission";
 
 const MAX_ID: usize = 64;
 const MAX_TOOL: usize = 200;
@@ -69,7 +69,7 @@ pub struct Pending {
 }
 
 /// Requests waiting for (or past) an answer.
-pub struct Approvals {
+pub(crate) struct Approvals {
     settings: ApprovalSettings,
     backend: Arc<dyn ChatBackend>,
     requests: Mutex<HashMap<String, Request>>,
@@ -110,7 +110,7 @@ struct Ask {
 }
 
 impl Approvals {
-    pub fn new(settings: ApprovalSettings, backend: Arc<dyn ChatBackend>) -> Self {
+    pub(crate) fn new(settings: ApprovalSettings, backend: Arc<dyn ChatBackend>) -> Self {
         Self {
             settings,
             backend,
@@ -124,7 +124,7 @@ impl Approvals {
 
     /// A client asked: post the request to the approvals channel. Malformed
     /// or oversized requests are logged and dropped.
-    pub fn request(self: &Arc<Self>, session: &Arc<Session>, params: &JsonObject) {
+    pub(crate) fn request(self: &Arc<Self>, session: &Arc<Session>, params: &JsonObject) {
         let ask = match parse(params) {
             Ok(ask) => ask,
             Err(problem) => {
@@ -175,7 +175,7 @@ impl Approvals {
 
     /// A message was committed: if it answers a request in the approvals
     /// channel, settle it (the acknowledgement is posted in the background).
-    pub fn on_message(&self, message: &Message) {
+    pub(crate) fn on_message(&self, message: &Message) {
         let Some(channel) = self.channel() else {
             return;
         };
@@ -268,7 +268,7 @@ impl Approvals {
 
     /// Requests not yet answered nor expired, whose agent is still there,
     /// oldest first.
-    pub fn pending(&self) -> Vec<Pending> {
+    pub(crate) fn pending(&self) -> Vec<Pending> {
         let timeout = self.settings.timeout;
         let mut pending: Vec<(Instant, Pending)> = self
             .requests()

@@ -27,7 +27,7 @@ const MAX_KEPT: usize = 1000;
 
 /// A message in an inbox.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Item {
+pub(crate) struct Item {
     pub message: Message,
     /// It names the identity (it may also be in a joined channel).
     pub mention: bool,
@@ -35,7 +35,7 @@ pub struct Item {
 
 /// Per channel, what an identity has not seen.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Counts {
+pub(crate) struct Counts {
     /// Messages after the identity's cursor (for a channel it has read or
     /// joined; they are in its inbox only when joined).
     pub unread: i64,
@@ -45,7 +45,7 @@ pub struct Counts {
 }
 
 /// Inboxes over one history.
-pub struct Inbox {
+pub(crate) struct Inbox {
     history: History,
     scans: Mutex<HashMap<String, Scan>>,
 }
@@ -59,7 +59,7 @@ struct Scan {
 }
 
 impl Inbox {
-    pub fn new(history: History) -> Self {
+    pub(crate) fn new(history: History) -> Self {
         Self {
             history,
             scans: Mutex::default(),
@@ -68,7 +68,7 @@ impl Inbox {
 
     /// Up to `limit` inbox items of `me` that `allow` lets through, oldest
     /// first (by insertion); they stay unread until [`Inbox::mark_read`].
-    pub fn peek(
+    pub(crate) fn peek(
         &self,
         me: &Nick,
         map: CaseMapping,
@@ -111,7 +111,7 @@ impl Inbox {
     }
 
     /// Marks `items` read: each channel's cursor moves to its newest item.
-    pub fn mark_read(&self, me: &Nick, items: &[Item]) -> Result<(), HistoryError> {
+    pub(crate) fn mark_read(&self, me: &Nick, items: &[Item]) -> Result<(), HistoryError> {
         let mut newest: HashMap<i64, i64> = HashMap::new();
         for item in items {
             let seq = newest.entry(item.message.channel_id).or_default();
@@ -126,7 +126,12 @@ impl Inbox {
     /// Puts `me` in the channel. A new cursor starts at the channel's newest
     /// message, or just before `me`'s oldest unread mention there, so that
     /// joining never marks a mention read.
-    pub fn join(&self, me: &Nick, map: CaseMapping, channel_id: i64) -> Result<(), HistoryError> {
+    pub(crate) fn join(
+        &self,
+        me: &Nick,
+        map: CaseMapping,
+        channel_id: i64,
+    ) -> Result<(), HistoryError> {
         let start = match self.history.cursor(me.key(), channel_id) {
             Some(_) => None,
             None => self
@@ -141,7 +146,7 @@ impl Inbox {
     }
 
     /// Unread and mention counts of `me`, by channel id.
-    pub fn counts(
+    pub(crate) fn counts(
         &self,
         me: &Nick,
         map: CaseMapping,
@@ -159,13 +164,13 @@ impl Inbox {
     }
 
     /// Whether a new message belongs in `me`'s inbox.
-    pub fn concerns(&self, me: &Nick, map: CaseMapping, message: &Message) -> bool {
+    pub(crate) fn concerns(&self, me: &Nick, map: CaseMapping, message: &Message) -> bool {
         self.concerns_folded(me, message, &map.fold(&message.text))
     }
 
     /// [`Inbox::concerns`], with the message's text case-folded by the
     /// caller (once for many identities).
-    pub fn concerns_folded(&self, me: &Nick, message: &Message, folded: &str) -> bool {
+    pub(crate) fn concerns_folded(&self, me: &Nick, message: &Message, folded: &str) -> bool {
         if message.nick_key == me.key() {
             return false;
         }
@@ -248,12 +253,12 @@ fn nick_char(c: char) -> bool {
 /// }
 /// assert!(mentions("ping Bob[1]", "bob{1}", map));
 /// ```
-pub fn mentions(text: &str, nick_key: &str, map: CaseMapping) -> bool {
+pub(crate) fn mentions(text: &str, nick_key: &str, map: CaseMapping) -> bool {
     names_in(&map.fold(text), nick_key)
 }
 
 /// [`mentions`] on a text already case-folded.
-pub fn names_in(folded: &str, nick_key: &str) -> bool {
+pub(crate) fn names_in(folded: &str, nick_key: &str) -> bool {
     if nick_key.is_empty() {
         return false;
     }

@@ -1,30 +1,31 @@
 //! Chat for agents: channels, members and a durable, searchable history,
 //! carried by a pluggable backend.
 //!
-//! - [`tools`] — the chat toolset ([`ChatTools`]) agents call over MCP.
-//! - [`access`] — what a caller's token allows: nicks, channels, sends.
-//! - [`inbox`] — an identity's unread messages and mentions.
-//! - [`push`] — new inbox items pushed into sessions that can be woken.
-//! - [`approvals`] — a client's permission prompts, answered in a channel.
-//! - [`backend`] — the [`ChatBackend`] seam between the tools and a network.
-//! - [`local`] — the in-process hub, the embedded default.
+//! - `tools` — the chat toolset ([`ChatTools`]) agents call over MCP.
+//! - `access` — what a caller's token allows ([`Access`]): nicks, channels, sends.
+//! - `inbox` — an identity's unread messages and mentions.
+//! - `push` — new inbox items pushed into sessions that can be woken.
+//! - `approvals` — a client's permission prompts, answered in a channel.
+//! - `backend` — the [`ChatBackend`] seam between the tools and a network.
+//! - `local` — the in-process hub ([`LocalHub`]), the embedded default.
+//! - [`irc`] — the IRC backend.
 //! - [`history`] — the SQLite message store every backend records into.
-//! - [`names`], [`text`] — IRC-compatible rules for names and message text.
+//! - `names`, `text` — IRC-compatible rules for names and message text.
 //! - `fuzzing` — the body of the `irc_lines` fuzz target (feature `fuzzing`).
 
-pub mod access;
-pub mod approvals;
-pub mod backend;
+mod access;
+mod approvals;
+mod backend;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 pub mod history;
-pub mod inbox;
+mod inbox;
 pub mod irc;
-pub mod local;
-pub mod names;
-pub mod push;
-pub mod text;
-pub mod tools;
+mod local;
+mod names;
+mod push;
+mod text;
+mod tools;
 
 pub use access::Access;
 pub use approvals::ApprovalSettings;

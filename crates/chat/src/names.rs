@@ -19,7 +19,7 @@ pub enum CaseMapping {
 
 impl CaseMapping {
     /// Parses an ISUPPORT `CASEMAPPING` value; unknown mappings fold as ASCII.
-    pub fn from_isupport(value: &str) -> Self {
+    pub(crate) fn from_isupport(value: &str) -> Self {
         match value.to_ascii_lowercase().as_str() {
             "rfc1459" => Self::Rfc1459,
             "strict-rfc1459" => Self::StrictRfc1459,

@@ -33,9 +33,9 @@ use crate::{
 };
 
 /// The experimental capability a server declares to push channel events.
-pub const CAPABILITY: &str = "claude/channel";
+pub(crate) const CAPABILITY: &str = "claude/channel";
 /// The notification Claude Code shows as `<channel source="…">` events.
-pub const CHANNEL_METHOD: &str = "notifications/claude/channel";
+pub(crate) const CHANNEL_METHOD: &str = "notifications/claude/channel";
 /// Messages queued for one session before the rest are only counted.
 const SESSION_QUEUE: usize = 256;
 
@@ -80,7 +80,7 @@ impl Default for PushSettings {
 }
 
 /// The push dispatcher and its subscribers.
-pub struct Pusher {
+pub(crate) struct Pusher {
     settings: PushSettings,
     history: History,
     backend: Arc<dyn ChatBackend>,
@@ -99,7 +99,7 @@ struct Subscriber {
 }
 
 impl Pusher {
-    pub fn new(
+    pub(crate) fn new(
         settings: PushSettings,
         history: History,
         backend: Arc<dyn ChatBackend>,
@@ -120,7 +120,7 @@ impl Pusher {
 
     /// Starts the dispatcher (once, inside the runtime). Approvals need it
     /// even when nothing is pushed.
-    pub fn start(self: &Arc<Self>) {
+    pub(crate) fn start(self: &Arc<Self>) {
         self.started.call_once(|| {
             let feed = self.history.feed();
             tokio::spawn(dispatch(Arc::downgrade(self), feed));
@@ -128,7 +128,7 @@ impl Pusher {
     }
 
     /// Pushes `session`'s new inbox items to it until it closes.
-    pub fn subscribe(self: &Arc<Self>, session: &Arc<Session>) {
+    pub(crate) fn subscribe(self: &Arc<Self>, session: &Arc<Session>) {
         if self.settings.mode == PushMode::Off || !session.can_notify() {
             return;
         }

@@ -7,7 +7,7 @@
 
 /// Why a text cannot be sent.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum TextError {
+pub(crate) enum TextError {
     #[error("text is empty; there is nothing to send")]
     Empty,
     #[error(
@@ -20,7 +20,7 @@ pub enum TextError {
 ///
 /// CRLF and lone CR count as line breaks; blank lines are skipped (IRC cannot
 /// carry an empty message); NUL becomes U+FFFD so it stays visible.
-pub fn message_lines(text: &str, max_bytes: usize) -> Result<Vec<String>, TextError> {
+pub(crate) fn message_lines(text: &str, max_bytes: usize) -> Result<Vec<String>, TextError> {
     if text.len() > max_bytes {
         return Err(TextError::TooLong {
             len: text.len(),
@@ -43,7 +43,7 @@ pub fn message_lines(text: &str, max_bytes: usize) -> Result<Vec<String>, TextEr
 ///
 /// Whitespace at a split point is dropped from both pieces; nothing else is
 /// lost, and the pieces in order spell the line.
-pub fn split_to_fit(line: &str, budget: usize) -> Vec<&str> {
+pub(crate) fn split_to_fit(line: &str, budget: usize) -> Vec<&str> {
     let budget = budget.max(4); // one UTF-8 scalar always fits
     let mut pieces = Vec::new();
     let mut rest = line;

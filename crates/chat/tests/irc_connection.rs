@@ -10,8 +10,8 @@ use switchboard_chat::{
     ChatBackend, Durability, History, Location, NameRules, NewMessage, SenderKind,
     history::iso,
     irc::{
-        ConnError, FloodSettings, IrcBackend, IrcSettings, Sasl,
-        connection::{Connection, Endpoint, Event, Identity, Status},
+        ConnError, Connection, Endpoint, Event, FloodSettings, Identity, IrcBackend, IrcSettings,
+        Sasl, Status,
     },
 };
 use tokio::{

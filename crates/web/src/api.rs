@@ -18,7 +18,7 @@ use axum::{
 use http::{HeaderMap, HeaderValue, StatusCode, header, request::Parts};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use switchboard_chat::{Access, ChatTools, names::Nick};
+use switchboard_chat::{Access, ChatTools, Nick};
 use switchboard_toolset::{Grant, Tokens, ToolError};
 
 use crate::{COOKIE, security, stream};

@@ -69,10 +69,6 @@ impl Cursors {
         self.state().last_seq.extend(seqs);
     }
 
-    pub(super) fn newest_seq(&self, channel_id: i64) -> i64 {
-        self.state().last_seq.get(&channel_id).copied().unwrap_or(0)
-    }
-
     /// Called by the writer after a commit, before anyone is told of it.
     pub(super) fn committed(&self, messages: &[Message]) {
         let mut state = self.state();

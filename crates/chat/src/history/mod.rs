@@ -134,7 +134,7 @@ pub fn iso(t: &DateTime<Utc>) -> String {
 /// Writes [`iso`]`(t)` to `out`, by hand for the years 0–9999 (chrono's
 /// formatter allocates and interprets a pattern: a cost per message of a
 /// page).
-pub fn write_iso(out: &mut Vec<u8>, t: &DateTime<Utc>) {
+pub(crate) fn write_iso(out: &mut Vec<u8>, t: &DateTime<Utc>) {
     use std::io::Write;
     let nanos = t.timestamp_subsec_nanos();
     if !(0..=9999).contains(&t.year()) || nanos >= 1_000_000_000 {
@@ -422,7 +422,7 @@ impl History {
     }
 
     /// Creates `channel` if it does not exist; true when it was created.
-    pub async fn ensure_channel(&self, channel: &Channel) -> Result<bool, HistoryError> {
+    pub(crate) async fn ensure_channel(&self, channel: &Channel) -> Result<bool, HistoryError> {
         let rx = self.submit(|reply| Op::EnsureChannel {
             channel: channel.clone(),
             created: false,
@@ -501,7 +501,7 @@ impl History {
     /// The position of `channel`'s (by key) newest message; 0 when it has
     /// none. Read from the database, so a position a reader has just seen is
     /// never newer than this.
-    pub fn last_seq(&self, channel_key: &str) -> Result<i64, HistoryError> {
+    pub(crate) fn last_seq(&self, channel_key: &str) -> Result<i64, HistoryError> {
         self.with_reader(|conn| {
             conn.prepare_cached(
                 "SELECT coalesce((SELECT max(seq) FROM messages
@@ -512,7 +512,10 @@ impl History {
     }
 
     /// The time of `channel`'s (by key) newest message, if it has any.
-    pub fn last_time(&self, channel_key: &str) -> Result<Option<DateTime<Utc>>, HistoryError> {
+    pub(crate) fn last_time(
+        &self,
+        channel_key: &str,
+    ) -> Result<Option<DateTime<Utc>>, HistoryError> {
         let ts: Option<i64> = self.with_reader(|conn| {
             conn.prepare_cached(
                 "SELECT max(m.ts) FROM channels c JOIN messages m ON m.channel_id = c.id
@@ -556,17 +559,8 @@ impl History {
         })
     }
 
-    /// The display name of the channel with this key, if it exists.
-    pub fn channel_name(&self, channel_key: &str) -> Result<Option<String>, HistoryError> {
-        self.with_reader(|conn| {
-            conn.prepare_cached("SELECT name FROM channels WHERE key = ?1")?
-                .query_row([channel_key], |row| row.get(0))
-                .optional()
-        })
-    }
-
     /// Who has spoken in `channel` (by key), ordered by key.
-    pub fn speakers(&self, channel_key: &str) -> Result<Vec<Speaker>, HistoryError> {
+    pub(crate) fn speakers(&self, channel_key: &str) -> Result<Vec<Speaker>, HistoryError> {
         self.with_reader(|conn| {
             let mut stmt = conn.prepare_cached(
                 "SELECT s.key, s.nick, s.kind FROM speakers s JOIN channels c ON c.id = s.channel_id
@@ -618,7 +612,7 @@ impl History {
     }
 
     /// Every channel, ordered by key.
-    pub fn channel_rows(&self) -> Result<Vec<ChannelRow>, HistoryError> {
+    pub(crate) fn channel_rows(&self) -> Result<Vec<ChannelRow>, HistoryError> {
         self.with_reader(|conn| {
             let mut stmt =
                 conn.prepare_cached("SELECT id, key, name FROM channels ORDER BY key")?;
@@ -627,7 +621,10 @@ impl History {
     }
 
     /// The channel with this key, if it exists.
-    pub fn channel_row(&self, channel_key: &str) -> Result<Option<ChannelRow>, HistoryError> {
+    pub(crate) fn channel_row(
+        &self,
+        channel_key: &str,
+    ) -> Result<Option<ChannelRow>, HistoryError> {
         self.with_reader(|conn| {
             conn.prepare_cached("SELECT id, key, name FROM channels WHERE key = ?1")?
                 .query_row([channel_key], channel_row)
@@ -635,14 +632,9 @@ impl History {
         })
     }
 
-    /// The newest position in the channel (0 when it has no messages).
-    pub fn newest_seq(&self, channel_id: i64) -> i64 {
-        self.shared.cursors.newest_seq(channel_id)
-    }
-
     /// Up to `limit` messages of the channel after position `after_seq`,
     /// oldest first, leaving out those sent by `except_nick_key`.
-    pub fn read_after(
+    pub(crate) fn read_after(
         &self,
         channel_id: i64,
         after_seq: i64,
@@ -765,7 +757,7 @@ impl History {
     /// Waits until `channel` has messages after `since`, or `timeout`
     /// passes, or the history shuts down; returns them as
     /// [`History::read`] does (empty on timeout).
-    pub async fn wait_newer(
+    pub(crate) async fn wait_newer(
         &self,
         channel_key: &str,
         since: Since,

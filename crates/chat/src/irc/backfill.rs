@@ -23,7 +23,7 @@ use crate::names::{CaseMapping, Channel};
 
 /// Pages requested per channel and join at most: with the usual limit of
 /// 100 a page, a gap of up to 5,000 messages a channel is filled.
-pub const MAX_PAGES: usize = 50;
+pub(crate) const MAX_PAGES: usize = 50;
 
 /// History batches open at once, at most. A server needs a handful; one that
 /// opens batches and never closes them must not grow memory without bound.
@@ -31,7 +31,7 @@ const MAX_OPEN_BATCHES: usize = 64;
 
 /// Backfill requests in flight and the server's open history batches.
 #[derive(Debug, Default)]
-pub struct Backfill {
+pub(crate) struct Backfill {
     /// Requests in flight, by channel key.
     requests: HashMap<String, Request>,
     /// Open `chathistory` batches (ours, and replays the server sends on its
@@ -71,7 +71,7 @@ impl Anchor {
 
 impl Backfill {
     /// Forgets everything: the connection that carried it is gone.
-    pub fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         self.requests.clear();
         self.batches.clear();
     }
@@ -83,7 +83,7 @@ impl Backfill {
     /// has millisecond precision and `AFTER` excludes its bound, so messages
     /// sharing the last stored one's millisecond are asked for again rather
     /// than lost (the history drops the copies).
-    pub fn start(
+    pub(crate) fn start(
         &mut self,
         channel: &Channel,
         last_stored: DateTime<Utc>,
@@ -107,13 +107,17 @@ impl Backfill {
 
     /// True when `message` belongs to a `chathistory` batch: the server is
     /// replaying it, so it may be one the history already holds.
-    pub fn is_replay(&self, message: &Message) -> bool {
+    pub(crate) fn is_replay(&self, message: &Message) -> bool {
         wire::tag(message, "batch").is_some_and(|id| self.batches.contains_key(id))
     }
 
     /// Follows what the server says; returns the command for the next page
     /// when a full page has just ended.
-    pub fn on_message(&mut self, message: &Message, map: CaseMapping) -> Option<wire::WireLine> {
+    pub(crate) fn on_message(
+        &mut self,
+        message: &Message,
+        map: CaseMapping,
+    ) -> Option<wire::WireLine> {
         match &message.command {
             Command::BATCH(reference, kind, params) => {
                 if let Some(id) = reference.strip_prefix('+') {

@@ -162,7 +162,7 @@ pub struct Sent {
 /// Called with the connection's nick and the texts of the wire lines (after
 /// splitting) just before they are written, so a caller can start expecting
 /// them back.
-pub type BeforeWrite = Box<dyn FnOnce(&str, &[&str]) + Send>;
+pub(crate) type BeforeWrite = Box<dyn FnOnce(&str, &[&str]) + Send>;
 
 enum Request {
     Join {
@@ -205,7 +205,7 @@ impl Connection {
     /// registration, when the identity's nick is taken (`433`); one the
     /// server refuses as erroneous (`432`: too long for its `NICKLEN`) is
     /// followed by the next shorter one.
-    pub fn spawn_with_fallbacks(
+    pub(crate) fn spawn_with_fallbacks(
         endpoint: Arc<Endpoint>,
         identity: Identity,
         fallbacks: Vec<String>,
@@ -297,7 +297,7 @@ impl Connection {
         self.status.borrow().clone()
     }
 
-    pub fn status_changes(&self) -> watch::Receiver<Status> {
+    pub(crate) fn status_changes(&self) -> watch::Receiver<Status> {
         self.status.clone()
     }
 
@@ -317,10 +317,6 @@ impl Connection {
     /// What the server announced in ISUPPORT (defaults until it has).
     pub fn info(&self) -> ServerInfo {
         self.info.borrow().clone()
-    }
-
-    pub fn info_changes(&self) -> watch::Receiver<ServerInfo> {
-        self.info.clone()
     }
 }
 

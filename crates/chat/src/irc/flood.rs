@@ -39,14 +39,14 @@ impl Default for FloodSettings {
 
 /// A token bucket.
 #[derive(Debug)]
-pub struct Bucket {
+pub(super) struct Bucket {
     settings: FloodSettings,
     tokens: f64,
     updated: Instant,
 }
 
 impl Bucket {
-    pub fn new(settings: FloodSettings) -> Self {
+    pub(super) fn new(settings: FloodSettings) -> Self {
         Self {
             settings,
             tokens: f64::from(settings.burst),
@@ -62,7 +62,7 @@ impl Bucket {
     }
 
     /// How long to wait before one more line may go; zero when it may go now.
-    pub fn delay(&mut self, now: Instant) -> Duration {
+    pub(super) fn delay(&mut self, now: Instant) -> Duration {
         self.refill(now);
         if self.tokens >= 1.0 {
             Duration::ZERO
@@ -72,13 +72,13 @@ impl Bucket {
     }
 
     /// Spends one token (call when `delay` returned zero).
-    pub fn take(&mut self) {
+    pub(super) fn take(&mut self) {
         self.tokens -= 1.0;
     }
 
     /// The pacing time for `lines` more lines from a full bucket: used to
     /// stretch a send's timeout so pacing never turns into a timeout.
-    pub fn time_for(settings: FloodSettings, lines: usize) -> Duration {
+    pub(super) fn time_for(settings: FloodSettings, lines: usize) -> Duration {
         let beyond = (lines as f64 - f64::from(settings.burst)).max(0.0);
         if settings.per_second.is_finite() {
             Duration::from_secs_f64(beyond / settings.per_second)

@@ -8,7 +8,7 @@ use crate::names::CaseMapping;
 
 /// Channels the observer is in, with their members.
 #[derive(Debug, Default)]
-pub struct Membership {
+pub(crate) struct Membership {
     /// Channel key → (display name, nick key → nick).
     channels: HashMap<String, Channel>,
 }
@@ -23,38 +23,34 @@ struct Channel {
 
 impl Membership {
     /// We joined `name`.
-    pub fn joined(&mut self, key: String, name: &str) {
+    pub(crate) fn joined(&mut self, key: String, name: &str) {
         self.channels.entry(key).or_default().name = name.to_owned();
     }
 
     /// We left (parted, were kicked from) a channel.
-    pub fn left(&mut self, key: &str) {
+    pub(crate) fn left(&mut self, key: &str) {
         self.channels.remove(key);
     }
 
     /// Forget everything (the connection dropped).
-    pub fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         self.channels.clear();
     }
 
-    pub fn is_in(&self, key: &str) -> bool {
-        self.channels.contains_key(key)
-    }
-
-    pub fn add(&mut self, map: CaseMapping, channel: &str, nick: &str) {
+    pub(crate) fn add(&mut self, map: CaseMapping, channel: &str, nick: &str) {
         if let Some(c) = self.channels.get_mut(channel) {
             c.members.insert(map.fold(nick), nick.to_owned());
         }
     }
 
-    pub fn remove(&mut self, map: CaseMapping, channel: &str, nick: &str) {
+    pub(crate) fn remove(&mut self, map: CaseMapping, channel: &str, nick: &str) {
         if let Some(c) = self.channels.get_mut(channel) {
             c.members.remove(&map.fold(nick));
         }
     }
 
     /// `nick` quit: it leaves every channel.
-    pub fn quit(&mut self, map: CaseMapping, nick: &str) {
+    pub(crate) fn quit(&mut self, map: CaseMapping, nick: &str) {
         let key = map.fold(nick);
         for c in self.channels.values_mut() {
             c.members.remove(&key);
@@ -62,7 +58,7 @@ impl Membership {
     }
 
     /// `old` is now `new`, in every channel it is in.
-    pub fn rename(&mut self, map: CaseMapping, old: &str, new: &str) {
+    pub(crate) fn rename(&mut self, map: CaseMapping, old: &str, new: &str) {
         let (old, new_key) = (map.fold(old), map.fold(new));
         for c in self.channels.values_mut() {
             if c.members.remove(&old).is_some() {
@@ -73,7 +69,7 @@ impl Membership {
 
     /// One `353` line: `entries` are nicks with membership prefixes (several
     /// with `multi-prefix`) and maybe `!user@host` (`userhost-in-names`).
-    pub fn names(&mut self, map: CaseMapping, prefixes: &str, channel: &str, entries: &str) {
+    pub(crate) fn names(&mut self, map: CaseMapping, prefixes: &str, channel: &str, entries: &str) {
         if let Some(c) = self.channels.get_mut(channel) {
             let pending = c.pending_names.get_or_insert_with(BTreeMap::new);
             for entry in entries.split(' ').filter(|e| !e.is_empty()) {
@@ -87,21 +83,21 @@ impl Membership {
     }
 
     /// `366`: the NAMES reply is complete and replaces what we knew.
-    pub fn names_end(&mut self, channel: &str) {
+    pub(crate) fn names_end(&mut self, channel: &str) {
         if let Some(c) = self.channels.get_mut(channel) {
             c.members = c.pending_names.take().unwrap_or_default();
         }
     }
 
     /// Members of a channel, ordered by key.
-    pub fn members(&self, channel: &str) -> Option<Vec<String>> {
+    pub(crate) fn members(&self, channel: &str) -> Option<Vec<String>> {
         self.channels
             .get(channel)
             .map(|c| c.members.values().cloned().collect())
     }
 
     /// Display names of the channels we are in, ordered by key.
-    pub fn channel_names(&self) -> Vec<String> {
+    pub(crate) fn channel_names(&self) -> Vec<String> {
         let mut keys: Vec<&String> = self.channels.keys().collect();
         keys.sort();
         keys.into_iter()

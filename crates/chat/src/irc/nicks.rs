@@ -17,7 +17,7 @@ const CUTS: [usize; 2] = [30, 16];
 const NUMBERED: u32 = 9;
 
 /// The nicks to try, in order, when `nick` is taken, for a host named `host`.
-pub fn fallbacks(nick: &str, host: &str) -> Vec<String> {
+pub(super) fn fallbacks(nick: &str, host: &str) -> Vec<String> {
     let host = host_label(host);
     let stem = if host.is_empty() {
         nick.to_owned()
@@ -46,7 +46,7 @@ pub fn fallbacks(nick: &str, host: &str) -> Vec<String> {
 }
 
 /// This host's name, or an empty string when it cannot be read.
-pub fn host_name() -> String {
+pub(super) fn host_name() -> String {
     ["/proc/sys/kernel/hostname", "/etc/hostname"]
         .iter()
         .find_map(|path| std::fs::read_to_string(path).ok())

@@ -32,7 +32,7 @@ const MAX_SUFFIXES: usize = 8;
 
 /// Where registration stands after a message from the server.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Progress {
+pub(super) enum Progress {
     /// Write these lines (possibly none) and read on.
     Write(Vec<WireLine>),
     /// The server welcomed us: [`Registration::nick`] and
@@ -41,7 +41,7 @@ pub enum Progress {
 }
 
 /// One registration attempt, from the first lines to `001`.
-pub struct Registration<'a> {
+pub(super) struct Registration<'a> {
     identity: &'a Identity,
     fallbacks: std::slice::Iter<'a, String>,
     nick: String,
@@ -53,7 +53,7 @@ pub struct Registration<'a> {
 impl<'a> Registration<'a> {
     /// A registration as `identity`, trying `fallbacks` in order when its
     /// nick is taken.
-    pub fn new(identity: &'a Identity, fallbacks: &'a [String]) -> Self {
+    pub(super) fn new(identity: &'a Identity, fallbacks: &'a [String]) -> Self {
         Self {
             identity,
             fallbacks: fallbacks.iter(),
@@ -65,18 +65,18 @@ impl<'a> Registration<'a> {
     }
 
     /// The nick being registered (the server's choice once welcomed).
-    pub fn nick(&self) -> &str {
+    pub(super) fn nick(&self) -> &str {
         &self.nick
     }
 
     /// The capabilities the server acknowledged.
-    pub fn into_caps(self) -> HashSet<String> {
+    pub(super) fn into_caps(self) -> HashSet<String> {
         self.caps
     }
 
     /// The first lines: `CAP LS 302`, `PASS` when the network wants one,
     /// `NICK` and `USER`.
-    pub fn start(&self, password: Option<&str>) -> Result<Vec<WireLine>, ConnError> {
+    pub(super) fn start(&self, password: Option<&str>) -> Result<Vec<WireLine>, ConnError> {
         let mut lines = vec![line("CAP", &["LS", "302"])?];
         if let Some(password) = password {
             lines.push(line("PASS", &[password])?);
@@ -90,7 +90,7 @@ impl<'a> Registration<'a> {
     }
 
     /// What to do after `message`; an error ends the attempt.
-    pub fn on_message(&mut self, message: &Message) -> Result<Progress, ConnError> {
+    pub(super) fn on_message(&mut self, message: &Message) -> Result<Progress, ConnError> {
         let lines = match &message.command {
             Command::PING(token, _) => vec![line("PONG", &[token])?],
             Command::ERROR(text) => return Err(classify_error(text)),

@@ -11,7 +11,7 @@ use tokio::{
 use tokio_rustls::{TlsConnector, rustls};
 
 /// A byte stream to the server, plain or TLS.
-pub trait Stream: AsyncRead + AsyncWrite + Send + Unpin {}
+pub(super) trait Stream: AsyncRead + AsyncWrite + Send + Unpin {}
 impl<T: AsyncRead + AsyncWrite + Send + Unpin> Stream for T {}
 
 /// TLS settings built once and shared by every connection.
@@ -85,7 +85,7 @@ impl Tls {
 }
 
 /// Connects to `host:port`, with TLS when `tls` is set.
-pub async fn dial(
+pub(super) async fn dial(
     host: &str,
     port: u16,
     tls: Option<&Tls>,

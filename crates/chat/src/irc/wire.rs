@@ -13,11 +13,11 @@ use switchboard_lines::{LineReader, Next};
 use tokio::io::AsyncBufRead;
 
 /// The longest line accepted from a server, tags included.
-pub const MAX_LINE: usize = 8191 + 512;
+pub(crate) const MAX_LINE: usize = 8191 + 512;
 
 /// One line read from the server.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Incoming {
+pub(crate) enum Incoming {
     Line(String),
     /// A line longer than [`MAX_LINE`] was discarded.
     TooLong,
@@ -27,12 +27,12 @@ pub enum Incoming {
 /// The reader of a connection's lines, bounded by [`MAX_LINE`]. It keeps a
 /// partly read line across cancelled reads (the connection reads inside
 /// `select!`).
-pub fn line_reader() -> LineReader {
+pub(crate) fn line_reader() -> LineReader {
     LineReader::new(MAX_LINE)
 }
 
 /// Reads the next line (without CR/LF), lossily decoded. Cancel-safe.
-pub async fn read_line<R: AsyncBufRead + Unpin>(
+pub(crate) async fn read_line<R: AsyncBufRead + Unpin>(
     reader: &mut R,
     lines: &mut LineReader,
 ) -> std::io::Result<Incoming> {
@@ -44,7 +44,7 @@ pub async fn read_line<R: AsyncBufRead + Unpin>(
 }
 
 /// Parses a line; `None` (logged) for lines that are not IRC messages.
-pub fn parse(line: &str) -> Option<Message> {
+pub(crate) fn parse(line: &str) -> Option<Message> {
     if line.trim().is_empty() {
         return None;
     }
@@ -110,7 +110,7 @@ impl WireLine {
 pub struct UnsafeParam;
 
 /// The nick of a message's source, if it came from a user.
-pub fn source_nick(message: &Message) -> Option<&str> {
+pub(crate) fn source_nick(message: &Message) -> Option<&str> {
     match &message.prefix {
         Some(irc_proto::Prefix::Nickname(nick, _, _)) => Some(nick),
         _ => None,
@@ -118,7 +118,7 @@ pub fn source_nick(message: &Message) -> Option<&str> {
 }
 
 /// The value of tag `key`, if present.
-pub fn tag<'a>(message: &'a Message, key: &str) -> Option<&'a str> {
+pub(crate) fn tag<'a>(message: &'a Message, key: &str) -> Option<&'a str> {
     message
         .tags
         .as_ref()?

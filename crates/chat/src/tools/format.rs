@@ -228,7 +228,7 @@ const SINCE_FORMS: &str =
 /// string of digits since agents often quote numbers), else a time (see
 /// [`parse_time`]). Whether the position or time exists is the caller's
 /// check.
-pub fn parse_since(raw: &Value) -> Result<Since, ToolError> {
+pub(crate) fn parse_since(raw: &Value) -> Result<Since, ToolError> {
     let refuse = |shown: &str| {
         let shown: String = shown.chars().take(60).collect();
         ToolError::new(format!("since must be {SINCE_FORMS} (got {shown})"))

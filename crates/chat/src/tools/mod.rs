@@ -30,9 +30,6 @@ use switchboard_toolset::{
 };
 use tokio::sync::broadcast;
 
-pub use api::ChannelSummary;
-pub use format::parse_since;
-
 use crate::{
     access::Access,
     approvals::{self, ApprovalSettings, Approvals},
