@@ -7,7 +7,7 @@
 use futures::future::BoxFuture;
 
 use crate::{
-    history::{HistoryError, Message, SenderKind},
+    history::{HistoryError, Message, SenderKind, Unstored},
     names::{Channel, NameRules, Nick},
 };
 
@@ -41,6 +41,12 @@ pub enum ChatError {
     History(#[from] HistoryError),
     #[error("{0}")]
     Network(String),
+}
+
+impl From<Unstored> for ChatError {
+    fn from(unstored: Unstored) -> Self {
+        Self::History(unstored.error)
+    }
 }
 
 /// A chat network as the tools see it.

@@ -166,6 +166,21 @@ pub enum Since {
     Time(DateTime<Utc>),
 }
 
+/// Messages [`History::append`] did not store, handed back with why, so a
+/// caller can tell whoever waits for each of them.
+#[derive(Debug, thiserror::Error)]
+#[error("{error}")]
+pub struct Unstored {
+    pub error: HistoryError,
+    pub messages: Vec<NewMessage>,
+}
+
+impl From<Unstored> for HistoryError {
+    fn from(unstored: Unstored) -> Self {
+        unstored.error
+    }
+}
+
 /// A message to append.
 #[derive(Debug, Clone)]
 pub struct NewMessage {
@@ -411,14 +426,32 @@ impl History {
     }
 
     /// Appends messages (creating their channels) and returns them as stored,
-    /// once they are committed.
-    pub async fn append(&self, messages: Vec<NewMessage>) -> Result<Vec<Message>, HistoryError> {
-        let rx = self.submit(|reply| Op::Append {
+    /// once they are committed; when they cannot be, hands them back with
+    /// the reason.
+    pub async fn append(&self, messages: Vec<NewMessage>) -> Result<Vec<Message>, Unstored> {
+        let (reply, rx) = oneshot::channel();
+        let op = Op::Append {
             messages,
             stored: Vec::new(),
             reply,
-        })?;
-        rx.await.map_err(|_| HistoryError::Closed)?
+        };
+        let sent = match self.shared.writer.lock().expect("writer lock").as_ref() {
+            Some(writer) => writer.send(op).map_err(|refused| refused.0),
+            None => Err(op),
+        };
+        if let Err(Op::Append { messages, .. }) = sent {
+            return Err(Unstored {
+                error: HistoryError::Closed,
+                messages,
+            });
+        }
+        // The writer always replies unless its thread died.
+        rx.await.unwrap_or_else(|_| {
+            Err(Unstored {
+                error: HistoryError::Closed,
+                messages: Vec::new(),
+            })
+        })
     }
 
     /// Creates `channel` if it does not exist; true when it was created.
@@ -1057,7 +1090,10 @@ pub(crate) mod tests {
         let err = rt
             .block_on(history.append(vec![msg("#a", "bob", "late")]))
             .unwrap_err();
-        assert!(matches!(err, HistoryError::Closed));
+        assert!(matches!(err.error, HistoryError::Closed));
+        // The refused messages come back, for whoever waits on them.
+        assert_eq!(err.messages.len(), 1);
+        assert_eq!(err.messages[0].text, "late");
     }
 
     #[test]

@@ -19,7 +19,9 @@ use chrono::Utc;
 use rusqlite::{Connection, OptionalExtension, params};
 use tokio::sync::oneshot;
 
-use super::{HistoryError, Message, NewMessage, SenderKind, Shared, commit_failure, from_micros};
+use super::{
+    HistoryError, Message, NewMessage, SenderKind, Shared, Unstored, commit_failure, from_micros,
+};
 use crate::names::Channel;
 
 /// Most operations committed in one transaction.
@@ -32,7 +34,7 @@ pub(super) enum Op {
     Append {
         messages: Vec<NewMessage>,
         stored: Vec<Message>,
-        reply: Reply<Vec<Message>>,
+        reply: oneshot::Sender<Result<Vec<Message>, Unstored>>,
     },
     EnsureChannel {
         channel: Channel,
@@ -339,8 +341,17 @@ impl Op {
     fn finish(self, failure: Option<&str>) {
         let error = |e: &str| HistoryError::Commit(e.to_owned());
         match self {
-            Op::Append { stored, reply, .. } => {
-                let _ = reply.send(failure.map_or(Ok(stored), |e| Err(error(e))));
+            Op::Append {
+                messages,
+                stored,
+                reply,
+            } => {
+                let _ = reply.send(failure.map_or(Ok(stored), |e| {
+                    Err(Unstored {
+                        error: error(e),
+                        messages,
+                    })
+                }));
             }
             Op::EnsureChannel { created, reply, .. } => {
                 let _ = reply.send(failure.map_or(Ok(created), |e| Err(error(e))));

@@ -41,7 +41,7 @@ use super::{
 };
 use crate::{
     backend::{ChatBackend, ChatError, Delivery, Member},
-    history::{History, Message, NewMessage, SenderKind},
+    history::{History, Message, NewMessage, SenderKind, Unstored},
     names::{Channel, NameRules, Nick},
 };
 
@@ -430,17 +430,6 @@ async fn record(inner: Arc<Inner>, mut records: mpsc::Receiver<NewMessage>) {
     let mut batch = Vec::with_capacity(1024);
     while records.recv_many(&mut batch, 1024).await > 0 {
         let map = inner.observer.info().rules.casemapping;
-        // Kept to tell waiting senders when the batch cannot be stored.
-        let heard: Vec<(String, String, String)> = batch
-            .iter()
-            .map(|m| {
-                (
-                    m.channel.key().to_owned(),
-                    map.fold(&m.nick),
-                    m.text.clone(),
-                )
-            })
-            .collect();
         match inner.history.append(std::mem::take(&mut batch)).await {
             Ok(stored) => {
                 for message in stored {
@@ -448,13 +437,16 @@ async fn record(inner: Arc<Inner>, mut records: mpsc::Receiver<NewMessage>) {
                     inner.confirmations.observed(&channel, &nick, message);
                 }
             }
-            Err(e) => {
-                tracing::error!(error = %e, "channel messages were not recorded");
-                let reason = e.to_string();
-                for (channel, nick, text) in heard {
-                    inner
-                        .confirmations
-                        .not_recorded(&channel, &nick, &text, &reason);
+            Err(Unstored { error, messages }) => {
+                tracing::error!(%error, "channel messages were not recorded");
+                let reason = error.to_string();
+                for m in messages {
+                    inner.confirmations.not_recorded(
+                        m.channel.key(),
+                        &map.fold(&m.nick),
+                        &m.text,
+                        &reason,
+                    );
                 }
             }
         }
