@@ -96,27 +96,23 @@ async fn full_disk(args: &[&str], failure: &str, size: usize) {
     assert!(!is_error(&found), "search on a full disk: {}", text(&found));
 
     filler.remove().unwrap();
-    let freed = Instant::now();
-    let mut attempt = 0;
-    loop {
+    let tries = std::sync::atomic::AtomicUsize::new(0);
+    let attempt = eventually(RECOVERY, "sends to work after space returned", || async {
+        let n = tries.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let text_ = big(&format!("after {n}"));
         let result = call(
             &client,
             "send_message",
-            json!({"channel": "#disk", "sender": "alice", "text": big(&format!("after {attempt}"))}),
+            json!({"channel": "#disk", "sender": "alice", "text": text_}),
         )
         .await;
-        if !is_error(&result) {
-            break;
+        if is_error(&result) {
+            Err(format!("{}\n{}", text(&result), server.log()))
+        } else {
+            Ok(n)
         }
-        assert!(
-            freed.elapsed() < RECOVERY,
-            "sends still fail {RECOVERY:?} after space returned: {}\n{}",
-            text(&result),
-            server.log()
-        );
-        attempt += 1;
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    })
+    .await;
     let read = call(&client, "read_messages", json!({"channel": "#disk"})).await;
     // Newest first.
     let stored = texts(&read);

@@ -24,19 +24,16 @@
 
 mod common;
 
-use std::{future::Future, path::Path, time::Duration};
+use std::{path::Path, time::Duration};
 
 use common::*;
 use rmcp::model::{CallToolRequestParams, CallToolResult, ProtocolVersion};
 use serde_json::{Value, json};
 use switchboard_testkit::{Human, IrcNetwork, IrcServer, ServerOptions};
-use tokio::time::Instant;
 
 /// The longest any one thing may take to show up (a registration takes
 /// about 1 s on InspIRCd; a loaded 2-core machine is slower).
 const WAIT: Duration = Duration::from_secs(20);
-/// How often a poll looks again.
-const POLL: Duration = Duration::from_millis(50);
 const CHANNEL: &str = "#team";
 const PUSH: &str = "notifications/claude/channel";
 
@@ -167,6 +164,7 @@ impl Host {
     /// member of kind `system`), once the observer is in the channel.
     async fn observer(&self) -> String {
         eventually(
+            WAIT,
             &format!("host {}'s observer in {CHANNEL}", self.label),
             || async {
                 let result = self.call("get_members", json!({"channel": CHANNEL})).await;
@@ -193,7 +191,7 @@ impl Host {
             "host {}: {CHANNEL} with {present:?} and without {absent:?}",
             self.label
         );
-        eventually(&what, || async {
+        eventually(WAIT, &what, || async {
             let members = self.members().await?;
             let ok = present.iter().all(|n| members.iter().any(|m| m == n))
                 && !absent.iter().any(|n| members.iter().any(|m| m == n));
@@ -209,6 +207,7 @@ impl Host {
     /// Waits until this host's history holds `text_`.
     async fn wait_recorded(&self, text_: &str) {
         eventually(
+            WAIT,
             &format!("host {} to record {text_:?}", self.label),
             || async {
                 let history = self.history().await;
@@ -281,25 +280,6 @@ fn assert_no_duplicates(label: &str, history: &[Recorded]) {
         "host {label} stored {repeated:?} more than once: {:#?}",
         texts_of(history)
     );
-}
-
-/// Polls `probe` every [`POLL`] until it returns `Ok`, for at most
-/// [`WAIT`]; panics naming `what` with the last `Err` otherwise.
-async fn eventually<T, F, Fut>(what: &str, mut probe: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, String>>,
-{
-    let deadline = Instant::now() + WAIT;
-    loop {
-        match probe().await {
-            Ok(value) => return value,
-            Err(last) if Instant::now() >= deadline => {
-                panic!("waited {WAIT:?} for {what}; last seen: {last}")
-            }
-            Err(_) => tokio::time::sleep(POLL).await,
-        }
-    }
 }
 
 /// Host `a` on `irc0.test` and host `b` on `irc1.test`, with the observer
@@ -460,7 +440,7 @@ async fn a_mention_from_another_host_reaches_the_inbox_and_wakes_the_agent() {
     let again = "alice: one more thing from host b";
     b.send("bob", again).await;
     let expected = format!("- {CHANNEL} ({members}, 1 unread, 1 mention, joined)");
-    eventually("alice's mention count on host a", || async {
+    eventually(WAIT, "alice's mention count on host a", || async {
         let channels = a.call("list_channels", json!({"nick": "alice"})).await;
         if text(&channels) == expected {
             Ok(())

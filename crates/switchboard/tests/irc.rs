@@ -652,7 +652,6 @@ async fn messages_posted_while_switchboard_was_down_are_backfilled_from_inspircd
 /// account, and is not retried.
 mod sasl {
     use super::*;
-    use std::time::Instant;
 
     const ACCOUNT: &str = "bridge";
     const PASSWORD: &str = "bridge-secret";
@@ -702,8 +701,7 @@ mod sasl {
         );
 
         human.privmsg("#agents", "hi alice, carol here").await;
-        let deadline = Instant::now() + WAIT;
-        loop {
+        eventually(WAIT, "carol's line in the history", || async {
             let read = call(
                 &bridge.client,
                 "read_messages",
@@ -711,11 +709,12 @@ mod sasl {
             )
             .await;
             if texts(&read) == ["hi alice, carol here", "hello from alice"] {
-                break;
+                Ok(())
+            } else {
+                Err(text(&read))
             }
-            assert!(Instant::now() < deadline, "history: {}", text(&read));
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        })
+        .await;
 
         // Only the observer logs in; sender connections (alice) do not.
         assert_eq!(server.sasl_attempts(), 1, "{}", server.log());
@@ -777,14 +776,15 @@ mod sasl {
         let bridge = sasl_bridge(&server, ACCOUNT, PASSWORD).await;
         // Until the server has answered CAP LS, the connection is still
         // "connecting"; the refusal follows within a moment.
-        let deadline = tokio::time::Instant::now() + WAIT;
-        let result = loop {
+        let result = eventually(WAIT, "the connection to settle", || async {
             let result = call(&bridge.client, "list_channels", json!({})).await;
-            if !text(&result).contains("is connecting") || tokio::time::Instant::now() > deadline {
-                break result;
+            if text(&result).contains("is connecting") {
+                Err(text(&result))
+            } else {
+                Ok(result)
             }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        };
+        })
+        .await;
         assert!(is_error(&result), "{}", text(&result));
         assert!(
             text(&result).contains(

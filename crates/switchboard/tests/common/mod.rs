@@ -712,3 +712,22 @@ pub fn result_text(result: &Value) -> String {
         .collect::<Vec<_>>()
         .join("\n")
 }
+
+/// Polls `probe` every 50 ms until it returns `Ok`, for at most `within`;
+/// panics naming `what` with the last `Err` otherwise.
+pub async fn eventually<T, F, Fut>(within: Duration, what: &str, mut probe: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, String>>,
+{
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        match probe().await {
+            Ok(value) => return value,
+            Err(last) if tokio::time::Instant::now() >= deadline => {
+                panic!("waited {within:?} for {what}; last seen: {last}")
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
+}
