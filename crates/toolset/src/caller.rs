@@ -7,13 +7,12 @@ use crate::{Grant, Session};
 /// Facts about the client behind a tool call, filled in by the transport.
 ///
 /// Toolsets may use them (for example as a default identity) but must not
-/// depend on which transport set them.
+/// depend on which transport set them. The client program, when the
+/// transport can verify it, is the session's ([`Session::process`]).
 #[derive(Debug, Clone, Default)]
 pub struct Caller {
     /// A short human-readable label for logs: `stdio`, `http`, `sse 4f1c…`.
     pub label: String,
-    /// The client program, when the transport can verify it.
-    pub process: Option<Process>,
     /// The caller is a person (at a terminal, in a browser), not an agent.
     pub human: bool,
     /// The client's session, when it has one (stateless HTTP has none).

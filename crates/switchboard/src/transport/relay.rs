@@ -84,7 +84,6 @@ impl RegistryHandler {
     fn caller(&self, peer: &PeerInfo) -> Caller {
         Caller {
             label: format!("relay pid {}", peer.pid),
-            process: Some(agent_process(peer)),
             human: is_terminal(peer),
             session: self.session(peer),
             progress: None,
