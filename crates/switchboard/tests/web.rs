@@ -304,6 +304,12 @@ async fn no_web_turns_the_page_off() {
 
 /// Opens the page and answers its name prompt with `name`.
 async fn open_as(browser: &Browser, url: &str, name: &str) {
+    open_unnamed(browser, url).await;
+    answer_name(browser, name).await;
+}
+
+/// Opens the page, which asks for a name.
+async fn open_unnamed(browser: &Browser, url: &str) {
     browser.client.goto(url).await.unwrap();
     browser
         .until(
@@ -312,6 +318,10 @@ async fn open_as(browser: &Browser, url: &str, name: &str) {
             WAIT,
         )
         .await;
+}
+
+/// Answers the name prompt with `name` and waits for the live stream.
+async fn answer_name(browser: &Browser, name: &str) {
     browser.keys("name", &format!("{name}\u{E007}")).await;
     browser
         .until(
@@ -352,7 +362,18 @@ async fn a_person_follows_an_agent_live_and_answers_in_several_lines() {
     let agent = http_client(&server.url("/mcp"), ProtocolVersion::V_2025_11_25).await;
     send(&agent, "#general", "robo", "good morning").await;
     let browser = Browser::start().await;
-    open_as(&browser, &server.url("/"), "ann").await;
+    // Behind the name prompt the page already shows what there is.
+    open_unnamed(&browser, &server.url("/")).await;
+    wait_shown(&browser, "good morning").await;
+    browser
+        .until(
+            "#general listed behind the name prompt",
+            "return document.getElementById('name-dialog').open
+                    && document.getElementById('channels').textContent.includes('#general')",
+            WAIT,
+        )
+        .await;
+    answer_name(&browser, "ann").await;
     wait_shown(&browser, "good morning").await;
     assert_eq!(
         browser

@@ -532,13 +532,20 @@ async function start() {
       state.viewer = session.nick;
       localStorage.setItem(NAME_KEY, session.nick);
     }
-    if (!state.viewer) await askName();
-    $('who').textContent = state.viewer;
     // The stream starts after the newest message now: what the pages load
     // below and what the stream brings may overlap (shown once), never
     // leave a gap.
     state.lastId = session.newest_id;
     startStream(state.lastId);
+    if (!state.viewer) {
+      // What is there shows behind the question; reading as nobody marks
+      // nothing read. Once named, the open channel is shown again, with
+      // the person's mentions marked.
+      await refreshChannels();
+      await askName();
+      if (state.channel) await openChannel(state.channel);
+    }
+    $('who').textContent = state.viewer;
     await refreshChannels();
     await refreshApprovals();
   } catch (e) {
