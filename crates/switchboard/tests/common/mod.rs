@@ -76,11 +76,17 @@ impl Server {
             .expect("spawn switchboard");
         let log = Arc::new(Mutex::new(String::new()));
         let (addr_tx, addr_rx) = tokio::sync::oneshot::channel();
+        let (relay_tx, relay_rx) = tokio::sync::oneshot::channel();
         let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
         let sink = log.clone();
         tokio::spawn(async move {
-            let mut addr_tx = Some(addr_tx);
+            let (mut addr_tx, mut relay_tx) = (Some(addr_tx), Some(relay_tx));
             while let Ok(Some(line)) = lines.next_line().await {
+                if line.contains("serving the relay socket at")
+                    && let Some(tx) = relay_tx.take()
+                {
+                    let _ = tx.send(());
+                }
                 if let Some(rest) = line.split("serving MCP at http://").nth(1)
                     && let Some(tx) = addr_tx.take()
                 {
@@ -107,6 +113,19 @@ impl Server {
                 );
             }
         };
+        // A relay socket is bound after HTTP: a shim dialled before would
+        // find no application.
+        if args.contains(&"--socket")
+            && !matches!(
+                tokio::time::timeout(Duration::from_secs(15), relay_rx).await,
+                Ok(Ok(()))
+            )
+        {
+            panic!(
+                "switchboard did not start serving its relay socket; log:\n{}",
+                log.lock().unwrap()
+            );
+        }
         Self { child, addr, log }
     }
 
