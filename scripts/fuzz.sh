@@ -10,7 +10,8 @@
 #
 # Needs a nightly toolchain and cargo-fuzz (cargo install --locked
 # cargo-fuzz). FUZZ_JOBS=N runs N targets at a time (default 1); FUZZ_TARGETS
-# (space-separated) runs only those.
+# (space-separated) runs only those; FUZZ_DEV=1 builds without optimizations
+# (a quicker build for short smoke runs, such as CI's; slower executions).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../fuzz"
 
@@ -26,7 +27,9 @@ unit_timeout_s=30
 # and sanitizer flags; a shared CARGO_TARGET_DIR would mix the two.
 unset CARGO_TARGET_DIR
 read -r -a targets <<<"${FUZZ_TARGETS:-$(cargo +nightly fuzz list | tr '\n' ' ')}"
-cargo +nightly fuzz build >/dev/null
+profile=()
+if [ "${FUZZ_DEV:-0}" = 1 ]; then profile=(--dev); fi
+cargo +nightly fuzz build "${profile[@]}" >/dev/null
 
 logs=target/fuzz-logs
 mkdir -p "$logs"
@@ -36,7 +39,7 @@ run_target() {
     local found="target/corpus/$target" artifacts="artifacts/$target/"
     mkdir -p "$found" "$artifacts"
     local start=$SECONDS status=0
-    cargo +nightly fuzz run "$target" "$found" "corpus/$target" -- \
+    cargo +nightly fuzz run "${profile[@]}" "$target" "$found" "corpus/$target" -- \
         -max_total_time="$seconds" -rss_limit_mb="$rss_limit_mb" \
         -malloc_limit_mb="$malloc_limit_mb" -timeout="$unit_timeout_s" \
         -artifact_prefix="$artifacts" -print_final_stats=1 \

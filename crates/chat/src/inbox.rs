@@ -240,19 +240,8 @@ fn nick_char(c: char) -> bool {
     c.is_alphanumeric() || "-_[]{}\\|^`".contains(c)
 }
 
-/// Whether `text` names `nick_key` (a folded nick) as a whole word.
-///
-/// ```
-/// # use switchboard_chat::{CaseMapping, inbox::mentions};
-/// let map = CaseMapping::Rfc1459;
-/// for text in ["alice: look", "ok, Alice", "@ALICE please", "thanks alice.", "(alice)"] {
-///     assert!(mentions(text, "alice", map), "{text}");
-/// }
-/// for text in ["alicebob", "alice-2: hi", "malice", "al ice", "[alice]"] {
-///     assert!(!mentions(text, "alice", map), "{text}");
-/// }
-/// assert!(mentions("ping Bob[1]", "bob{1}", map));
-/// ```
+/// Whether `text` names `nick_key` (a folded nick) as a whole word
+/// (`alice: look`, `@ALICE please`; not `malice`, `alice-2`, `[alice]`).
 pub(crate) fn mentions(text: &str, nick_key: &str, map: CaseMapping) -> bool {
     names_in(&map.fold(text), nick_key)
 }
@@ -290,6 +279,24 @@ fn fts_phrase(nick_key: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_mention_is_the_nick_as_a_whole_word() {
+        let map = CaseMapping::Rfc1459;
+        for text in [
+            "alice: look",
+            "ok, Alice",
+            "@ALICE please",
+            "thanks alice.",
+            "(alice)",
+        ] {
+            assert!(mentions(text, "alice", map), "{text}");
+        }
+        for text in ["alicebob", "alice-2: hi", "malice", "al ice", "[alice]"] {
+            assert!(!mentions(text, "alice", map), "{text}");
+        }
+        assert!(mentions("ping Bob[1]", "bob{1}", map));
+    }
     use crate::{
         history::{Durability, Location, NewMessage, tests::msg as line},
         names::NameRules,
