@@ -539,11 +539,9 @@ async function start() {
     startStream(state.lastId);
     if (!state.viewer) {
       // What is there shows behind the question; reading as nobody marks
-      // nothing read. Once named, the open channel is shown again, with
-      // the person's mentions marked.
+      // nothing read.
       await refreshChannels();
       await askName();
-      if (state.channel) await openChannel(state.channel);
     }
     $('who').textContent = state.viewer;
     await refreshChannels();
