@@ -53,12 +53,12 @@ impl DocsTools {
             .map(|s| s.timeout_s)
             .fold(0.0, f64::max);
         let deadline = Duration::from_secs_f64(2.0 * longest_fetch + 1.0);
-        let mut tools = tool_definitions(
+        let tools = tool_definitions(
             &library.source_names(),
             config.page_chars,
             config.search_limit,
+            deadline,
         );
-        tools.for_each_spec(|tool| tool.timeout = Some(deadline));
         Ok(Self {
             library,
             page_chars: config.page_chars,
@@ -306,10 +306,12 @@ fn bounded(name: &str, value: Option<i64>, default: usize, max: usize) -> Result
     }
 }
 
+/// The docs tools; `deadline` bounds a call (relay clients wait that long).
 fn tool_definitions(
     sources: &[&str],
     page_chars: usize,
     search_limit: usize,
+    deadline: Duration,
 ) -> ToolTable<DocsTool> {
     let read_only = |open_world: bool| {
         ToolAnnotations::new()
@@ -365,7 +367,8 @@ fn tool_definitions(
             },
             "required": ["query", "results"]
         })))
-        .with_annotations(read_only(true)))
+        .with_annotations(read_only(true))
+        .with_timeout(deadline))
         .with(DocsTool::GetDoc, ToolSpec::new(
             "get_doc",
             "Read a documentation page as markdown, by the url search_docs gave. Long pages come in parts: the text ends with the offset to pass for the next part.",
@@ -393,7 +396,8 @@ fn tool_definitions(
             },
             "required": ["url", "offset", "end", "total_chars", "content"]
         })))
-        .with_annotations(read_only(true)))
+        .with_annotations(read_only(true))
+        .with_timeout(deadline))
 }
 
 #[cfg(test)]
@@ -438,7 +442,7 @@ mod tests {
 
     #[test]
     fn tools_are_read_only_and_name_the_sources() {
-        let tools = tool_definitions(&["imqueue"], 20_000, 6);
+        let tools = tool_definitions(&["imqueue"], 20_000, 6, Duration::from_secs(11));
         for tool in tools.specs() {
             let annotations = tool.annotations.as_ref().unwrap();
             assert_eq!(annotations.read_only_hint, Some(true));

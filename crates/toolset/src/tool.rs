@@ -149,11 +149,6 @@ impl<K: Copy> ToolTable<K> {
         &self.specs
     }
 
-    /// Applies `change` to every tool (a timeout all of them share, say).
-    pub fn for_each_spec(&mut self, change: impl FnMut(&mut ToolSpec)) {
-        self.specs.iter_mut().for_each(change);
-    }
-
     /// What `tool` is to the toolset, and its declaration.
     ///
     /// `tool` comes from the registry, which found it in this table's

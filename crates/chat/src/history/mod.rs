@@ -411,10 +411,17 @@ impl History {
         make: impl FnOnce(oneshot::Sender<Result<T, HistoryError>>) -> Op,
     ) -> Result<oneshot::Receiver<Result<T, HistoryError>>, HistoryError> {
         let (tx, rx) = oneshot::channel();
-        let writer = self.shared.writer.lock().expect("writer lock");
-        let writer = writer.as_ref().ok_or(HistoryError::Closed)?;
-        writer.send(make(tx)).map_err(|_| HistoryError::Closed)?;
+        self.send(make(tx)).map_err(|_| HistoryError::Closed)?;
         Ok(rx)
+    }
+
+    /// Hands `op` to the writer thread; gives it back when the history is
+    /// closed.
+    fn send(&self, op: Op) -> Result<(), Op> {
+        match self.shared.writer.lock().expect("writer lock").as_ref() {
+            Some(writer) => writer.send(op).map_err(|refused| refused.0),
+            None => Err(op),
+        }
     }
 
     /// How many groups the writer has committed. It grows after a commit is
@@ -435,11 +442,7 @@ impl History {
             stored: Vec::new(),
             reply,
         };
-        let sent = match self.shared.writer.lock().expect("writer lock").as_ref() {
-            Some(writer) => writer.send(op).map_err(|refused| refused.0),
-            None => Err(op),
-        };
-        if let Err(Op::Append { messages, .. }) = sent {
+        if let Err(Op::Append { messages, .. }) = self.send(op) {
             return Err(Unstored {
                 error: HistoryError::Closed,
                 messages,
@@ -766,13 +769,7 @@ impl History {
             read_seq: view.read_seq,
             joined: view.joined,
         };
-        let writer = self.shared.writer.lock().expect("writer lock");
-        writer
-            .as_ref()
-            .ok_or(HistoryError::Closed)?
-            .send(op)
-            .map_err(|_| HistoryError::Closed)?;
-        drop(writer);
+        self.send(op).map_err(|_| HistoryError::Closed)?;
         Ok(self
             .shared
             .cursors
