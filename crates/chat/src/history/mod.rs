@@ -14,14 +14,20 @@
 //! Waiters ([`History::wait_newer`]) subscribe to a per-channel counter that
 //! the writer bumps after each commit, so they wake as soon as a message is
 //! durable, without polling.
+//!
+//! A history on disk is opened (and migrated) by [`History::open`], so that a
+//! database that cannot be used stops `serve` before any client connects. An
+//! in-memory one cannot be refused and starts empty: it is created, and its
+//! writer started, on first use, which keeps that work (most of an
+//! `--ephemeral` start) out of the MCP handshake.
 
 use std::{
     collections::HashMap,
     path::{Path, PathBuf},
     sync::{
         Arc, Mutex,
-        atomic::{AtomicU64, Ordering},
-        mpsc::{self, Sender},
+        atomic::{AtomicBool, AtomicU64, Ordering},
+        mpsc::{self, Receiver, Sender},
     },
     thread::JoinHandle,
     time::Duration,
@@ -269,6 +275,11 @@ struct Shared {
     /// Counts the commits; see [`History::commits`].
     commits: AtomicU64,
     writer: Mutex<Option<Sender<Op>>>,
+    /// The writer's end of the queue until [`History::start`] hands it to
+    /// the writer thread.
+    unstarted: Mutex<Option<Receiver<Op>>>,
+    /// Set once the database exists and the writer runs.
+    started: AtomicBool,
     writer_thread: Mutex<Option<JoinHandle<()>>>,
     readers: Mutex<Vec<Connection>>,
     open: OpenSpec,
@@ -341,7 +352,8 @@ impl Watchers {
 }
 
 impl History {
-    /// Opens (or creates) the history and starts its writer thread.
+    /// Opens (or creates) the history on disk and starts its writer thread;
+    /// an in-memory history does both on first use.
     pub fn open(location: &Location, durability: Durability) -> Result<Self, HistoryError> {
         let rw = OpenFlags::SQLITE_OPEN_READ_WRITE
             | OpenFlags::SQLITE_OPEN_CREATE
@@ -366,6 +378,64 @@ impl History {
                 durability,
             },
         };
+        let (tx, rx) = mpsc::channel();
+        let history = Self {
+            shared: Arc::new(Shared {
+                commits: AtomicU64::new(0),
+                writer: Mutex::new(Some(tx)),
+                unstarted: Mutex::new(Some(rx)),
+                started: AtomicBool::new(false),
+                writer_thread: Mutex::new(None),
+                readers: Mutex::new(Vec::new()),
+                open,
+                watchers: Watchers::default(),
+                closing: CancellationToken::new(),
+                cursors: Cursors::default(),
+                feed: broadcast::channel(FEED_CAPACITY).0,
+            }),
+        };
+        if history.shared.open.file {
+            history.start()?;
+        }
+        Ok(history)
+    }
+
+    /// Opens the database (creating or migrating its schema), loads the
+    /// cursors and starts the writer thread: once, before the first read or
+    /// write. Until it succeeds, every use tries again and reports why not.
+    fn start(&self) -> Result<(), HistoryError> {
+        if self.shared.started.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let mut unstarted = self.shared.unstarted.lock().expect("unstarted lock");
+        // Started by another caller while this one waited, or closed.
+        let Some(rx) = unstarted.take() else {
+            return Ok(());
+        };
+        let writer = match self.writer() {
+            Ok(writer) => writer,
+            Err(e) => {
+                *unstarted = Some(rx);
+                return Err(e);
+            }
+        };
+        let handle = std::thread::Builder::new()
+            .name("history-writer".into())
+            .spawn(move || writer.run(rx))
+            .map_err(HistoryError::Thread)?;
+        *self
+            .shared
+            .writer_thread
+            .lock()
+            .expect("writer thread lock") = Some(handle);
+        self.shared.started.store(true, Ordering::Release);
+        tracing::debug!(database = %self.shared.open.target, "history opened");
+        Ok(())
+    }
+
+    /// The writer over a fresh connection to the migrated database.
+    fn writer(&self) -> Result<Writer, HistoryError> {
+        let open = &self.shared.open;
         let conn = open.open()?;
         schema::migrate(&conn, &open.target, open.file)?;
         let last_stamp = conn
@@ -376,47 +446,30 @@ impl History {
             )
             .optional()?
             .unwrap_or(0);
-        let (tx, rx) = mpsc::channel();
-        let shared = Arc::new(Shared {
-            commits: AtomicU64::new(0),
-            writer: Mutex::new(Some(tx)),
-            writer_thread: Mutex::new(None),
-            readers: Mutex::new(Vec::new()),
-            open,
-            watchers: Watchers::default(),
-            closing: CancellationToken::new(),
-            cursors: Cursors::default(),
-            feed: broadcast::channel(FEED_CAPACITY).0,
-        });
-        load_cursors(&conn, &shared.cursors)?;
-        let writer = Writer {
+        load_cursors(&conn, &self.shared.cursors)?;
+        Ok(Writer {
             data_version: conn.query_row("PRAGMA data_version", [], |row| row.get(0))?,
-            database: shared.open.target.clone(),
+            database: open.target.clone(),
             conn,
-            shared: Arc::downgrade(&shared),
+            shared: Arc::downgrade(&self.shared),
             channel_ids: HashMap::new(),
             channel_seqs: HashMap::new(),
             last_stamp,
-        };
-        let handle = std::thread::Builder::new()
-            .name("history-writer".into())
-            .spawn(move || writer.run(rx))
-            .map_err(HistoryError::Thread)?;
-        *shared.writer_thread.lock().expect("writer thread lock") = Some(handle);
-        Ok(Self { shared })
+        })
     }
 
     fn submit<T>(
         &self,
         make: impl FnOnce(oneshot::Sender<Result<T, HistoryError>>) -> Op,
     ) -> Result<oneshot::Receiver<Result<T, HistoryError>>, HistoryError> {
+        self.start()?;
         let (tx, rx) = oneshot::channel();
         self.send(make(tx)).map_err(|_| HistoryError::Closed)?;
         Ok(rx)
     }
 
-    /// Hands `op` to the writer thread; gives it back when the history is
-    /// closed.
+    /// Hands `op` to the (started) writer thread; gives it back when the
+    /// history is closed.
     fn send(&self, op: Op) -> Result<(), Op> {
         match self.shared.writer.lock().expect("writer lock").as_ref() {
             Some(writer) => writer.send(op).map_err(|refused| refused.0),
@@ -436,6 +489,9 @@ impl History {
     /// once they are committed; when they cannot be, hands them back with
     /// the reason.
     pub async fn append(&self, messages: Vec<NewMessage>) -> Result<Vec<Message>, Unstored> {
+        if let Err(error) = self.start() {
+            return Err(Unstored { error, messages });
+        }
         let (reply, rx) = oneshot::channel();
         let op = Op::Append {
             messages,
@@ -471,6 +527,7 @@ impl History {
         &self,
         f: impl FnOnce(&Connection) -> rusqlite::Result<R>,
     ) -> Result<R, HistoryError> {
+        self.start()?;
         let pooled = self.shared.readers.lock().expect("readers lock").pop();
         let conn = match pooled {
             Some(conn) => conn,
@@ -769,6 +826,7 @@ impl History {
             read_seq: view.read_seq,
             joined: view.joined,
         };
+        self.start()?;
         self.send(op).map_err(|_| HistoryError::Closed)?;
         Ok(self
             .shared
@@ -832,6 +890,7 @@ impl History {
     pub fn close(&self) {
         self.release_waiters();
         self.shared.writer.lock().expect("writer lock").take();
+        self.shared.unstarted.lock().expect("unstarted lock").take();
         let handle = self
             .shared
             .writer_thread
@@ -1333,6 +1392,48 @@ pub(crate) mod tests {
             .unwrap();
         assert_eq!(count, 1000);
         history.close();
+    }
+
+    #[test]
+    fn an_in_memory_history_is_created_by_its_first_use_whichever_comes_first() {
+        let rt = runtime();
+        let history = History::open(&Location::Memory, Durability::Full).unwrap();
+        assert!(!history.shared.started.load(Ordering::Acquire));
+        // Readers and writers racing to be first: the database is created
+        // once, and nobody sees it without its tables.
+        let handles: Vec<_> = (0..8)
+            .map(|i| {
+                let history = history.clone();
+                std::thread::spawn(move || {
+                    if i % 2 == 0 {
+                        history.read("#a", None, 10).map(|_| ())
+                    } else {
+                        rt_block(history.append(vec![msg("#b", "ann", "first")]))
+                            .map(|_| ())
+                            .map_err(HistoryError::from)
+                    }
+                })
+            })
+            .collect();
+        for handle in handles {
+            handle.join().unwrap().unwrap();
+        }
+        assert!(history.shared.started.load(Ordering::Acquire));
+        rt.block_on(history.append(vec![msg("#a", "bob", "hi")]))
+            .unwrap();
+        assert_eq!(history.read("#a", None, 10).unwrap().len(), 1);
+        assert_eq!(history.read("#b", None, 10).unwrap().len(), 4);
+        history.close();
+
+        let dir = tempfile::tempdir().unwrap();
+        let on_disk =
+            History::open(&Location::File(dir.path().join("h.db")), Durability::Full).unwrap();
+        assert!(on_disk.shared.started.load(Ordering::Acquire));
+        on_disk.close();
+    }
+
+    fn rt_block<T>(future: impl std::future::Future<Output = T>) -> T {
+        runtime().block_on(future)
     }
 
     #[test]

@@ -250,8 +250,16 @@ mod tests {
         old.execute_batch(V1).unwrap();
         migrate(&old, ":memory:", false).unwrap();
         let (fresh, old) = (shape(&fresh), shape(&old));
-        assert!(fresh.iter().any(|t| t.starts_with("table messages: ")), "{fresh:#?}");
-        assert!(fresh.iter().any(|t| t.starts_with("index messages_by_channel_seq ")), "{fresh:#?}");
+        assert!(
+            fresh.iter().any(|t| t.starts_with("table messages: ")),
+            "{fresh:#?}"
+        );
+        assert!(
+            fresh
+                .iter()
+                .any(|t| t.starts_with("index messages_by_channel_seq ")),
+            "{fresh:#?}"
+        );
         assert_eq!(fresh, old);
     }
 
