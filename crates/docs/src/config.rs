@@ -191,6 +191,18 @@ impl HostPattern {
         if host.to_string().contains('*') {
             return Err(wildcard());
         }
+        // The URL standard lets a domain hold `"`, `!`, `~` and more, which
+        // no DNS name has and the HTTP client refuses: a listed host must be
+        // one a request can reach.
+        if let Host::Domain(name) = &host
+            && let Some(bad) = name
+                .chars()
+                .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_')))
+        {
+            return Err(format!(
+                "{raw:?} is not a host name: {bad:?} cannot appear in one (letters, digits, `-`, `_` and `.`)"
+            ));
+        }
         Ok(Self { host, port })
     }
 
@@ -458,6 +470,29 @@ mod tests {
                 "[[sources]]\nname = \"a\"\nllms_txt = \"https://a.org/llms.txt\"\nmirror = \"{raw}\""
             ));
             assert_eq!(config.sources[0].mirror, want);
+        }
+    }
+
+    #[test]
+    fn a_host_no_request_could_reach_is_refused() {
+        for (raw, bad) in [
+            ("a.o\"rg", "'\"'"),
+            ("docs!.example.org", "'!'"),
+            ("docs.example.org~", "'~'"),
+            ("%22docs.example.org", "'\"'"),
+        ] {
+            let e = HostPattern::parse(raw).unwrap_err();
+            assert!(
+                e.contains("is not a host name") && e.contains(bad),
+                "{raw}: {e}"
+            );
+        }
+        for raw in [
+            "docs_internal.example.org",
+            "xn--bcher-kva.example",
+            "bücher.example",
+        ] {
+            assert!(HostPattern::parse(raw).is_ok(), "{raw}");
         }
     }
 
