@@ -194,7 +194,7 @@ impl Inbox {
         if newest > scanned_to {
             let page = self
                 .history
-                .matching(&query, scanned_to, newest, SCAN_PAGE)?;
+                .candidates(&query, scanned_to, newest, SCAN_PAGE)?;
             reached = if page.len() == SCAN_PAGE {
                 page.last().map_or(newest, |m| m.id)
             } else {

@@ -11,6 +11,11 @@
 //! cost more than the query. Full-text search, which can touch many rows,
 //! runs on tokio's blocking pool.
 //!
+//! The full-text index trails the messages by at most a batch (see
+//! `writer`): a search has the writer index the rest first, and a mention
+//! scan ([`History::candidates`]) reads the unindexed tail as it is, so
+//! neither misses an acknowledged message.
+//!
 //! Waiters ([`History::wait_newer`]) subscribe to a per-channel counter that
 //! the writer bumps after each commit, so they wake as soon as a message is
 //! durable, without polling.
@@ -138,27 +143,39 @@ pub fn iso(t: &DateTime<Utc>) -> String {
 }
 
 /// Writes [`iso`]`(t)` to `out`, by hand for the years 0–9999 (chrono's
-/// formatter allocates and interprets a pattern: a cost per message of a
-/// page).
+/// formatter allocates and interprets a pattern, and `write!` dispatches
+/// each field: a cost per message of a page).
 pub(crate) fn write_iso(out: &mut Vec<u8>, t: &DateTime<Utc>) {
-    use std::io::Write;
     let nanos = t.timestamp_subsec_nanos();
-    if !(0..=9999).contains(&t.year()) || nanos >= 1_000_000_000 {
+    let Ok(year) = u32::try_from(t.year()) else {
+        out.extend_from_slice(iso(t).as_bytes());
+        return;
+    };
+    if year > 9999 || nanos >= 1_000_000_000 {
         out.extend_from_slice(iso(t).as_bytes());
         return;
     }
-    // Writing to a Vec cannot fail.
-    let _ = write!(
-        out,
-        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:06}Z",
-        t.year(),
-        t.month(),
-        t.day(),
-        t.hour(),
-        t.minute(),
-        t.second(),
-        nanos / 1000
-    );
+    push_digits(out, year, 4);
+    out.push(b'-');
+    push_digits(out, t.month(), 2);
+    out.push(b'-');
+    push_digits(out, t.day(), 2);
+    out.push(b'T');
+    push_digits(out, t.hour(), 2);
+    out.push(b':');
+    push_digits(out, t.minute(), 2);
+    out.push(b':');
+    push_digits(out, t.second(), 2);
+    out.push(b'.');
+    push_digits(out, nanos / 1000, 6);
+    out.push(b'Z');
+}
+
+/// Appends the last `width` decimal digits of `n`, zero-padded.
+fn push_digits(out: &mut Vec<u8>, n: u32, width: u32) {
+    for place in (0..width).rev() {
+        out.push(b'0' + (n / 10u32.pow(place) % 10) as u8);
+    }
 }
 
 /// Where a read of a channel starts (`since`).
@@ -351,6 +368,11 @@ impl Watchers {
     }
 }
 
+/// Whether some stored message is not in the full-text index yet (the
+/// indexed ids are a prefix of the stored ones; see `writer`).
+const UNINDEXED_EXIST: &str = "SELECT (SELECT coalesce(max(id), 0) FROM messages)
+      > (SELECT coalesce(max(id), 0) FROM messages_fts_docsize)";
+
 impl History {
     /// Opens (or creates) the history on disk and starts its writer thread;
     /// an in-memory history does both on first use.
@@ -410,7 +432,11 @@ impl History {
         let mut unstarted = self.shared.unstarted.lock().expect("unstarted lock");
         // Started by another caller while this one waited, or closed.
         let Some(rx) = unstarted.take() else {
-            return Ok(());
+            return if self.shared.started.load(Ordering::Acquire) {
+                Ok(())
+            } else {
+                Err(HistoryError::Closed)
+            };
         };
         let writer = match self.writer() {
             Ok(writer) => writer,
@@ -447,6 +473,9 @@ impl History {
             .optional()?
             .unwrap_or(0);
         load_cursors(&conn, &self.shared.cursors)?;
+        // A process that stopped without indexing its last messages left
+        // them for the writer's first idle moment.
+        let behind: bool = conn.query_row(UNINDEXED_EXIST, [], |row| row.get(0))?;
         Ok(Writer {
             data_version: conn.query_row("PRAGMA data_version", [], |row| row.get(0))?,
             database: open.target.clone(),
@@ -455,6 +484,7 @@ impl History {
             channel_ids: HashMap::new(),
             channel_seqs: HashMap::new(),
             last_stamp,
+            unindexed: usize::from(behind),
         })
     }
 
@@ -619,13 +649,20 @@ impl History {
         Ok(ts.map(from_micros))
     }
 
-    /// Messages matching `query` (FTS5 syntax), best match first.
+    /// Messages matching `query` (FTS5 syntax), best match first. Every
+    /// stored message is searched: what the index lacks is indexed first.
     pub async fn search(
         &self,
         query: String,
         channel_key: Option<String>,
         limit: usize,
     ) -> Result<Vec<Message>, HistoryError> {
+        let behind: bool =
+            self.with_reader(|conn| conn.query_row(UNINDEXED_EXIST, [], |row| row.get(0)))?;
+        if behind {
+            let indexed = self.submit(|reply| Op::Index { reply: Some(reply) })?;
+            indexed.await.map_err(|_| HistoryError::Closed)??;
+        }
         let history = self.clone();
         tokio::task::spawn_blocking(move || {
             history.with_reader(|conn| {
@@ -757,8 +794,10 @@ impl History {
     }
 
     /// Messages with ids in `after_id+1 ..= up_to_id` that match `query`
-    /// (FTS5 syntax), by id, at most `limit`.
-    pub fn matching(
+    /// (FTS5 syntax) or are not indexed yet, by id, at most `limit`: a
+    /// superset of the matches, which the caller narrows with its own test.
+    /// Unlike [`History::search`] it never waits for the writer.
+    pub(crate) fn candidates(
         &self,
         query: &str,
         after_id: i64,
@@ -766,6 +805,9 @@ impl History {
         limit: usize,
     ) -> Result<Vec<Message>, HistoryError> {
         self.with_reader(|conn| {
+            let indexed: i64 = conn
+                .prepare_cached("SELECT coalesce(max(id), 0) FROM messages_fts_docsize")?
+                .query_row([], |row| row.get(0))?;
             let mut stmt = conn.prepare_cached(select_messages!(
                 "FROM messages_fts f
                    JOIN messages m ON m.id = f.rowid
@@ -773,11 +815,30 @@ impl History {
                   WHERE messages_fts MATCH ?1 AND f.rowid > ?2 AND f.rowid <= ?3
                   ORDER BY f.rowid LIMIT ?4"
             ))?;
-            stmt.query_map(
-                params![query, after_id, up_to_id, limit as i64],
-                message_row,
-            )?
-            .collect()
+            let mut found: Vec<Message> = stmt
+                .query_map(
+                    params![query, after_id, up_to_id.min(indexed), limit as i64],
+                    message_row,
+                )?
+                .collect::<Result<_, _>>()?;
+            if found.len() < limit && up_to_id > indexed {
+                let mut stmt = conn.prepare_cached(select_messages!(
+                    "FROM messages m JOIN channels c ON c.id = m.channel_id
+                      WHERE m.id > ?1 AND m.id <= ?2 ORDER BY m.id LIMIT ?3"
+                ))?;
+                let rest = stmt.query_map(
+                    params![
+                        after_id.max(indexed),
+                        up_to_id,
+                        (limit - found.len()) as i64
+                    ],
+                    message_row,
+                )?;
+                for message in rest {
+                    found.push(message?);
+                }
+            }
+            Ok(found)
         })
     }
 
@@ -1076,7 +1137,8 @@ pub(crate) mod tests {
         ]
         .map(|t| DateTime::parse_from_rfc3339(t).unwrap().with_timezone(&Utc));
         let year_10000 = DateTime::from_timestamp(253_402_300_800, 0).unwrap();
-        for t in times.into_iter().chain([year_10000]) {
+        let before_year_0 = DateTime::from_timestamp(-62_200_000_000, 0).unwrap();
+        for t in times.into_iter().chain([year_10000, before_year_0]) {
             let mut out = Vec::new();
             write_iso(&mut out, &t);
             assert_eq!(String::from_utf8(out).unwrap(), iso(&t));
@@ -1430,6 +1492,134 @@ pub(crate) mod tests {
             History::open(&Location::File(dir.path().join("h.db")), Durability::Full).unwrap();
         assert!(on_disk.shared.started.load(Ordering::Acquire));
         on_disk.close();
+    }
+
+    #[test]
+    fn a_never_used_in_memory_history_once_closed_says_so() {
+        let history = History::open(&Location::Memory, Durability::Full).unwrap();
+        history.close();
+        assert!(matches!(
+            history.read("#a", None, 10),
+            Err(HistoryError::Closed)
+        ));
+    }
+
+    /// Whether the full-text index holds every stored message.
+    fn fully_indexed(history: &History) -> bool {
+        !history
+            .with_reader(|conn| conn.query_row(UNINDEXED_EXIST, [], |row| row.get::<_, bool>(0)))
+            .unwrap()
+    }
+
+    #[test]
+    fn searches_and_mention_scans_see_every_message_indexed_or_not() {
+        let rt = runtime();
+        let dir = tempfile::tempdir().unwrap();
+        let history =
+            History::open(&Location::File(dir.path().join("h.db")), Durability::Normal).unwrap();
+        // One send at a time, as agents do: the index takes them in batches.
+        let mut ids = Vec::new();
+        for i in 0..70 {
+            let text = if i == 3 || i == 69 {
+                format!("deploying build {i}")
+            } else {
+                format!("line {i}")
+            };
+            let stored = rt.block_on(history.append(vec![msg("#a", "bob", &text)]));
+            ids.push(stored.unwrap()[0].id);
+        }
+        let newest = *ids.last().unwrap();
+        // The index only grows: what it held before the scan, it held during it.
+        let indexed: i64 = history
+            .with_reader(|conn| {
+                conn.query_row("SELECT max(id) FROM messages_fts_docsize", [], |row| {
+                    row.get(0)
+                })
+            })
+            .unwrap();
+        let candidates = history.candidates("\"deploy\"", 0, newest, 100).unwrap();
+        for wanted in [ids[3], ids[69]] {
+            assert!(
+                candidates.iter().any(|m| m.id == wanted),
+                "{wanted} missing"
+            );
+        }
+        // Matches, and what the index did not hold yet.
+        assert!(
+            candidates
+                .iter()
+                .all(|m| m.text.starts_with("deploying") || m.id > indexed)
+        );
+        let found = rt
+            .block_on(history.search("\"deploy\"".into(), None, 10))
+            .unwrap();
+        let mut texts: Vec<_> = found.iter().map(|m| m.text.as_str()).collect();
+        texts.sort_unstable();
+        assert_eq!(texts, ["deploying build 3", "deploying build 69"]);
+        assert!(fully_indexed(&history));
+        history.close();
+    }
+
+    #[test]
+    fn an_idle_or_closing_writer_completes_the_index() {
+        let rt = runtime();
+        let history = History::open(&Location::Memory, Durability::Full).unwrap();
+        rt.block_on(history.append(vec![msg("#a", "bob", "one")]))
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !fully_indexed(&history) {
+            assert!(Instant::now() < deadline, "not indexed after 5 s idle");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        history.close();
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("h.db");
+        let history = History::open(&Location::File(path.clone()), Durability::Full).unwrap();
+        rt.block_on(history.append(vec![msg("#a", "bob", "closing time")]))
+            .unwrap();
+        history.close();
+        let conn = Connection::open(&path).unwrap();
+        let indexed: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM messages_fts WHERE messages_fts MATCH 'closing'",
+                [],
+                |row| row.get(0),
+            )
+            .unwrap();
+        assert_eq!(indexed, 1);
+    }
+
+    #[test]
+    fn messages_a_stopped_process_left_unindexed_are_searched() {
+        let rt = runtime();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("h.db");
+        let history = History::open(&Location::File(path.clone()), Durability::Full).unwrap();
+        let first = rt
+            .block_on(history.append(vec![msg("#a", "bob", "indexed deploy")]))
+            .unwrap();
+        history.close();
+        // Stored, committed and never indexed: a process killed in between.
+        let conn = Connection::open(&path).unwrap();
+        conn.execute(
+            "INSERT INTO messages (channel_id, ts, nick, text, seq, nick_key, kind)
+             VALUES (?1, ?2, 'eve', 'orphan deploy', 2, 'eve', 0)",
+            params![first[0].channel_id, first[0].time.timestamp_micros() + 1],
+        )
+        .unwrap();
+        drop(conn);
+        let reopened = History::open(&Location::File(path), Durability::Full).unwrap();
+        let newest = reopened.newest_id().unwrap();
+        let candidates = reopened.candidates("\"deploy\"", 0, newest, 10).unwrap();
+        assert_eq!(candidates.len(), 2);
+        let found = rt
+            .block_on(reopened.search("\"deploy\"".into(), None, 10))
+            .unwrap();
+        let mut nicks: Vec<_> = found.iter().map(|m| m.nick.as_str()).collect();
+        nicks.sort_unstable();
+        assert_eq!(nicks, ["bob", "eve"]);
+        reopened.close();
     }
 
     fn rt_block<T>(future: impl std::future::Future<Output = T>) -> T {

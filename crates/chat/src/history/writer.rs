@@ -4,15 +4,23 @@
 //! and only after the commit updates the cursors, wakes waiters, publishes
 //! the new messages and acknowledges the callers — in that order, so that
 //! whoever hears "stored" finds the message everywhere.
+//!
+//! The full-text index follows in batches: FTS5 writes a segment (and
+//! merges segments) at every commit that touched it, which measured as half
+//! the writer's work when each send committed alone. Messages are indexed
+//! [`INDEX_BATCH`] at a time, or once the writer has been idle for
+//! [`INDEX_IDLE`], and before any search ([`Op::Index`]); the indexed ids
+//! are always a prefix of the stored ones, so "not yet indexed" is "newer
+//! than the newest indexed id" (see [`History::candidates`]).
 
 use std::{
     collections::HashMap,
     sync::{
         Weak,
         atomic::Ordering,
-        mpsc::{Receiver, TryRecvError},
+        mpsc::{Receiver, RecvTimeoutError, TryRecvError},
     },
-    time::Instant,
+    time::{Duration, Instant},
 };
 
 use chrono::Utc;
@@ -26,6 +34,12 @@ use crate::names::Channel;
 
 /// Most operations committed in one transaction.
 const MAX_GROUP: usize = 512;
+
+/// Messages stored before the commit that stores more also indexes them.
+const INDEX_BATCH: usize = 64;
+
+/// How long the writer waits for more work before indexing what is left.
+const INDEX_IDLE: Duration = Duration::from_millis(20);
 
 type Reply<T> = oneshot::Sender<Result<T, HistoryError>>;
 
@@ -41,6 +55,9 @@ pub(super) enum Op {
         created: bool,
         reply: Reply<bool>,
     },
+    /// Brings the full-text index up to every stored message (of any
+    /// process sharing the database); `reply`, if any, hears after the commit.
+    Index { reply: Option<Reply<()>> },
     /// Writes a cursor through; nobody waits for it.
     SaveCursor {
         identity: String,
@@ -65,11 +82,26 @@ pub(super) struct Writer {
     /// The last timestamp (µs) the writer assigned; stamps strictly increase
     /// so that `since` = a message's time excludes exactly that message.
     pub(super) last_stamp: i64,
+    /// Messages stored and not yet indexed (by this writer's count; the
+    /// index itself is the truth).
+    pub(super) unindexed: usize,
 }
 
 impl Writer {
     pub(super) fn run(mut self, rx: Receiver<Op>) {
-        while let Ok(first) = rx.recv() {
+        loop {
+            let first = if self.unindexed > 0 {
+                match rx.recv_timeout(INDEX_IDLE) {
+                    Ok(op) => op,
+                    Err(RecvTimeoutError::Timeout) => Op::Index { reply: None },
+                    Err(RecvTimeoutError::Disconnected) => break,
+                }
+            } else {
+                match rx.recv() {
+                    Ok(op) => op,
+                    Err(_) => break,
+                }
+            };
             let mut group = vec![first];
             while group.len() < MAX_GROUP {
                 match rx.try_recv() {
@@ -78,6 +110,9 @@ impl Writer {
                 }
             }
             self.commit_group(group);
+        }
+        if self.unindexed > 0 {
+            self.commit_group(vec![Op::Index { reply: None }]);
         }
         if let Err(e) = self
             .conn
@@ -132,6 +167,7 @@ impl Writer {
     fn run_group(&mut self, group: &mut [Op]) -> rusqlite::Result<()> {
         self.conn.execute_batch("BEGIN IMMEDIATE")?;
         self.catch_up_with_other_writers()?;
+        let mut index = false;
         for op in group.iter_mut() {
             match op {
                 Op::Append {
@@ -144,6 +180,7 @@ impl Writer {
                 Op::EnsureChannel {
                     channel, created, ..
                 } => *created = self.channel_id(channel)?.1,
+                Op::Index { .. } => index = true,
                 Op::SaveCursor {
                     identity,
                     channel_id,
@@ -161,7 +198,30 @@ impl Writer {
                 }
             }
         }
-        self.conn.execute_batch("COMMIT")
+        let index = index || self.unindexed >= INDEX_BATCH;
+        if index {
+            self.index_the_rest()?;
+        }
+        self.conn.execute_batch("COMMIT")?;
+        if index {
+            self.unindexed = 0;
+        }
+        Ok(())
+    }
+
+    /// Indexes every stored message newer than the newest indexed one, in
+    /// id order (which keeps the indexed ids a prefix). Runs under the write
+    /// lock; a message another process indexed meanwhile is skipped.
+    fn index_the_rest(&mut self) -> rusqlite::Result<()> {
+        self.conn
+            .prepare_cached(
+                "INSERT INTO messages_fts (rowid, text)
+                 SELECT m.id, m.text FROM messages m
+                  WHERE m.id > (SELECT coalesce(max(id), 0) FROM messages_fts_docsize)
+                  ORDER BY m.id",
+            )?
+            .execute([])?;
+        Ok(())
     }
 
     /// Drops what other processes' commits made stale (several `serve
@@ -302,9 +362,7 @@ impl Writer {
                 message.kind as i64
             ])?;
         let id = self.conn.last_insert_rowid();
-        self.conn
-            .prepare_cached("INSERT INTO messages_fts (rowid, text) VALUES (?1, ?2)")?
-            .execute(params![id, message.text])?;
+        self.unindexed += 1;
         if message.kind != SenderKind::System {
             self.conn
                 .prepare_cached(
@@ -356,6 +414,16 @@ impl Op {
             Op::EnsureChannel { created, reply, .. } => {
                 let _ = reply.send(failure.map_or(Ok(created), |e| Err(error(e))));
             }
+            Op::Index { reply } => match reply {
+                Some(reply) => {
+                    let _ = reply.send(failure.map_or(Ok(()), |e| Err(error(e))));
+                }
+                None => {
+                    if let Some(e) = failure {
+                        tracing::warn!(error = %e, "the full-text index was not brought up to date; the next search tries again");
+                    }
+                }
+            },
             Op::SaveCursor { identity, .. } => {
                 if let Some(e) = failure {
                     tracing::warn!(%identity, error = %e, "a read cursor was not saved");

@@ -1,7 +1,7 @@
 //! The chat tools' text: the fixed formats clients of the original IRC bridge
 //! parse, and the parsing of what agents pass in.
 
-use std::{fmt::Write as _, io::Write as _};
+use std::fmt::Write as _;
 
 use chrono::{DateTime, NaiveDate, NaiveDateTime, Timelike, Utc};
 use serde_json::Value;
@@ -17,15 +17,18 @@ use crate::{
 /// pattern every call.
 fn write_line(text: &mut String, m: &Message) {
     let t = m.time;
-    let _ = write!(
-        text,
-        "[{:02}:{:02}:{:02}] <{}> {}",
-        t.hour(),
-        t.minute(),
-        t.second(),
-        m.nick,
-        m.text
-    );
+    text.push('[');
+    for (i, field) in [t.hour(), t.minute(), t.second()].into_iter().enumerate() {
+        if i > 0 {
+            text.push(':');
+        }
+        text.push(char::from(b'0' + (field / 10 % 10) as u8));
+        text.push(char::from(b'0' + (field % 10) as u8));
+    }
+    text.push_str("] <");
+    text.push_str(&m.nick);
+    text.push_str("> ");
+    text.push_str(&m.text);
 }
 
 /// `read_messages`-style output: `[HH:MM:SS] <nick> text` lines, newest
@@ -159,14 +162,22 @@ impl JsonObject {
             let out = &mut self.0;
             out.extend_from_slice(b"{\"channel\":");
             let _ = serde_json::to_writer(&mut *out, &m.channel);
-            let _ = write!(out, ",\"id\":{},\"kind\":", m.id);
+            out.extend_from_slice(b",\"id\":");
+            let _ = serde_json::to_writer(&mut *out, &m.id);
+            out.extend_from_slice(b",\"kind\":");
             let _ = serde_json::to_writer(&mut *out, &m.kind);
             if let Some(mention) = mention {
-                let _ = write!(out, ",\"mention\":{mention}");
+                out.extend_from_slice(if mention {
+                    b",\"mention\":true"
+                } else {
+                    b",\"mention\":false"
+                });
             }
             out.extend_from_slice(b",\"nick\":");
             let _ = serde_json::to_writer(&mut *out, &m.nick);
-            let _ = write!(out, ",\"seq\":{},\"text\":", m.seq);
+            out.extend_from_slice(b",\"seq\":");
+            let _ = serde_json::to_writer(&mut *out, &m.seq);
+            out.extend_from_slice(b",\"text\":");
             let _ = serde_json::to_writer(&mut *out, &m.text);
             out.extend_from_slice(b",\"time\":\"");
             write_iso(out, &m.time);
