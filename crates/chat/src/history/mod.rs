@@ -650,7 +650,9 @@ impl History {
     }
 
     /// Messages matching `query` (FTS5 syntax), best match first. Every
-    /// stored message is searched: what the index lacks is indexed first.
+    /// stored message is searched: what the index lacks is indexed first,
+    /// or, when that cannot be written (a full disk), searched through a
+    /// temporary index in memory.
     pub async fn search(
         &self,
         query: String,
@@ -661,21 +663,13 @@ impl History {
             self.with_reader(|conn| conn.query_row(UNINDEXED_EXIST, [], |row| row.get(0)))?;
         if behind {
             let indexed = self.submit(|reply| Op::Index { reply: Some(reply) })?;
-            indexed.await.map_err(|_| HistoryError::Closed)??;
+            if let Err(e) = indexed.await.map_err(|_| HistoryError::Closed)? {
+                tracing::warn!(error = %e, "the search index could not be brought up to date; searching the newest messages in memory");
+            }
         }
         let history = self.clone();
         tokio::task::spawn_blocking(move || {
-            history.with_reader(|conn| {
-                let mut stmt = conn.prepare_cached(select_messages!(
-                    "FROM messages_fts f
-                       JOIN messages m ON m.id = f.rowid
-                       JOIN channels c ON c.id = m.channel_id
-                      WHERE messages_fts MATCH ?1 AND (?2 IS NULL OR c.key = ?2)
-                      ORDER BY f.rank, m.ts DESC LIMIT ?3"
-                ))?;
-                stmt.query_map(params![query, channel_key, limit as i64], message_row)?
-                    .collect()
-            })
+            history.with_reader(|conn| search_in(conn, &query, channel_key.as_deref(), limit))
         })
         .await
         .map_err(|_| HistoryError::Closed)?
@@ -998,6 +992,53 @@ fn message_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Message> {
         channel_key: row.get(8)?,
         nick_key: row.get(9)?,
     })
+}
+
+/// [`History::search`] on one connection: the index, and the messages it
+/// does not hold yet (if any) through a temporary in-memory index of them
+/// (`temp_store = MEMORY`), merged by rank.
+fn search_in(
+    conn: &Connection,
+    query: &str,
+    channel_key: Option<&str>,
+    limit: usize,
+) -> rusqlite::Result<Vec<Message>> {
+    let ranked = |row: &rusqlite::Row<'_>| Ok((message_row(row)?, row.get::<_, f64>(10)?));
+    let mut found: Vec<(Message, f64)> = conn
+        .prepare_cached(select_messages!(
+            ", f.rank FROM messages_fts f
+               JOIN messages m ON m.id = f.rowid
+               JOIN channels c ON c.id = m.channel_id
+              WHERE messages_fts MATCH ?1 AND (?2 IS NULL OR c.key = ?2)
+              ORDER BY f.rank, m.ts DESC LIMIT ?3"
+        ))?
+        .query_map(params![query, channel_key, limit as i64], ranked)?
+        .collect::<Result<_, _>>()?;
+    if conn.query_row(UNINDEXED_EXIST, [], |row| row.get(0))? {
+        conn.execute_batch(&format!(
+            "CREATE VIRTUAL TABLE IF NOT EXISTS temp.unindexed USING fts5(text, tokenize = '{}');
+             DELETE FROM temp.unindexed;
+             INSERT INTO temp.unindexed (rowid, text)
+               SELECT id, text FROM messages
+                WHERE id > (SELECT coalesce(max(id), 0) FROM messages_fts_docsize);",
+            schema::TOKENIZER
+        ))?;
+        let tail = conn
+            .prepare_cached(select_messages!(
+                ", u.rank FROM temp.unindexed u
+                   JOIN messages m ON m.id = u.rowid
+                   JOIN channels c ON c.id = m.channel_id
+                  WHERE unindexed MATCH ?1 AND (?2 IS NULL OR c.key = ?2)
+                  ORDER BY u.rank, m.ts DESC LIMIT ?3"
+            ))?
+            .query_map(params![query, channel_key, limit as i64], ranked)?
+            .collect::<Result<Vec<_>, _>>()?;
+        conn.execute_batch("DELETE FROM temp.unindexed")?;
+        found.extend(tail);
+        found.sort_by(|a, b| a.1.total_cmp(&b.1).then(b.0.time.cmp(&a.0.time)));
+        found.truncate(limit);
+    }
+    Ok(found.into_iter().map(|(message, _)| message).collect())
 }
 
 /// Fills the cursor table from the database (at start-up, before the writer

@@ -13,6 +13,10 @@ use super::HistoryError;
 /// The schema this build reads and writes.
 pub(super) const VERSION: i64 = 2;
 
+/// How `messages_fts` splits text into terms (as [`CURRENT`] declares it),
+/// for any other index that must match the same way.
+pub(super) const TOKENIZER: &str = "porter unicode61 remove_diacritics 2";
+
 /// Brings the database at `path` (for messages) to [`VERSION`].
 pub(super) fn migrate(conn: &Connection, path: &str, wal: bool) -> Result<(), HistoryError> {
     if wal {
@@ -146,6 +150,11 @@ COMMIT;";
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_declared_tokenizer_is_the_one_the_index_uses() {
+        assert!(CURRENT.contains(&format!("tokenize = '{TOKENIZER}'")));
+    }
 
     #[test]
     fn a_version_1_database_gets_insertion_order_and_nick_keys() {
