@@ -220,16 +220,12 @@ impl Link {
         }
     }
 
-    /// The application's tools (`tools/list`), waiting up to `timeout`.
-    pub async fn list_tools(&self, timeout: Duration) -> Result<Vec<Tool>, LinkError> {
-        #[derive(serde::Deserialize)]
-        struct List {
-            tools: Vec<Tool>,
-        }
+    /// The application's tools (`tools/list`), waiting up to `timeout`. An
+    /// entry that is not a usable tool is set apart with the reason (see
+    /// [`ToolList`]); a result without a `tools` array is an error.
+    pub async fn list_tools(&self, timeout: Duration) -> Result<ToolList, LinkError> {
         let result = self.request("tools/list", None, timeout).await?;
-        serde_json::from_value::<List>(result)
-            .map(|list| list.tools)
-            .map_err(|e| bad_result("tools/list", &e))
+        ToolList::from_result(result).map_err(|e| bad_result("tools/list", &e))
     }
 
     /// Calls the application's tool `name` with `arguments` (`tools/call`),
@@ -303,6 +299,88 @@ impl Link {
             Outcome::Result(value) => Ok(value),
             Outcome::Error(body) => Err(LinkError::Remote(body)),
         }
+    }
+}
+
+/// An application's answer to `tools/list`: the tools a client can offer,
+/// and the entries it cannot, so that one bad entry does not hide the rest.
+///
+/// ```
+/// use serde_json::json;
+/// use switchboard_relay::client::ToolList;
+///
+/// let list = ToolList::from_result(json!({"tools": [
+///     {"name": "ok", "inputSchema": {"type": "object"}},
+///     {"name": "no_schema"},
+///     {"name": "ok", "inputSchema": {"type": "object"}},
+/// ]}))
+/// .unwrap();
+/// assert_eq!(list.tools.len(), 1);
+/// assert_eq!(list.malformed[0].to_string(), "tool 1 (\"no_schema\"): missing field `inputSchema`");
+/// assert_eq!(list.malformed[1].to_string(), "tool 2 (\"ok\"): two tools are named `ok`");
+/// ```
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ToolList {
+    /// The usable tools, in the application's order.
+    pub tools: Vec<Tool>,
+    /// The entries left out, each with why.
+    pub malformed: Vec<MalformedTool>,
+}
+
+/// An entry of a `tools/list` answer that is not a usable tool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MalformedTool {
+    /// Its position in the list, from 0.
+    pub index: usize,
+    /// Its `name`, when that is a string.
+    pub name: Option<String>,
+    /// What is wrong with it.
+    pub reason: String,
+}
+
+impl std::fmt::Display for MalformedTool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "tool {}", self.index)?;
+        if let Some(name) = &self.name {
+            write!(f, " ({name:?})")?;
+        }
+        write!(f, ": {}", self.reason)
+    }
+}
+
+impl ToolList {
+    /// Sorts a `tools/list` result into usable tools and malformed entries;
+    /// fails only when `result` has no `tools` array.
+    pub fn from_result(result: Value) -> Result<Self, serde_json::Error> {
+        #[derive(serde::Deserialize)]
+        struct List {
+            tools: Vec<Value>,
+        }
+        let entries = serde_json::from_value::<List>(result)?.tools;
+        let mut list = Self::default();
+        let mut names = std::collections::HashSet::new();
+        for (index, entry) in entries.into_iter().enumerate() {
+            let name = entry.get("name").and_then(Value::as_str).map(str::to_owned);
+            let checked = serde_json::from_value::<Tool>(entry)
+                .map_err(|e| e.to_string())
+                .and_then(|tool| {
+                    tool.check_shape(|name| names.contains(name))
+                        .map(|()| tool)
+                        .map_err(|e| e.to_string())
+                });
+            match checked {
+                Ok(tool) => {
+                    names.insert(tool.name.clone());
+                    list.tools.push(tool);
+                }
+                Err(reason) => list.malformed.push(MalformedTool {
+                    index,
+                    name,
+                    reason,
+                }),
+            }
+        }
+        Ok(list)
     }
 }
 
@@ -392,4 +470,45 @@ async fn read_loop(
 /// Whether an event with these params fits in [`MAX_EVENT`] on the wire.
 fn size_ok(name: &str, params: &Map<String, Value>) -> bool {
     serde_json::to_vec(params).is_ok_and(|p| p.len() + name.len() + 40 <= MAX_EVENT)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::ToolList;
+
+    #[test]
+    fn a_tool_list_without_a_tools_array_is_refused_whole() {
+        for result in [json!({}), json!({"tools": 5}), json!([]), json!(null)] {
+            assert!(ToolList::from_result(result.clone()).is_err(), "{result}");
+        }
+        assert_eq!(
+            ToolList::from_result(json!({"tools": []})).unwrap(),
+            ToolList::default()
+        );
+    }
+
+    #[test]
+    fn each_malformed_entry_is_named_with_why() {
+        let list = ToolList::from_result(json!({"tools": [
+            "not an object",
+            {"name": "", "inputSchema": {}},
+            {"name": "t", "inputSchema": {}, "title": 3},
+            {"name": "ok", "inputSchema": {}},
+        ]}))
+        .unwrap();
+        assert_eq!(list.tools.len(), 1);
+        let reasons: Vec<String> = list.malformed.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            reasons[0],
+            "tool 0: invalid type: string \"not an object\", expected struct Tool"
+        );
+        assert_eq!(reasons[1], "tool 1 (\"\"): a tool has an empty name");
+        assert!(
+            reasons[2].starts_with("tool 2 (\"t\"): invalid type: integer `3`"),
+            "{}",
+            reasons[2]
+        );
+    }
 }

@@ -54,8 +54,9 @@
 //!
 //! // The client side, as `switchboard shim` does it.
 //! let (link, _events) = Link::connect(&path, Duration::from_secs(1), "doc test").await.unwrap();
-//! let tools = link.list_tools(Duration::from_secs(3)).await.unwrap();
-//! assert_eq!(tools[0].name, "echo");
+//! let list = link.list_tools(Duration::from_secs(3)).await.unwrap();
+//! assert_eq!(list.tools[0].name, "echo");
+//! assert!(list.malformed.is_empty());
 //! let text = |text: serde_json::Value| text.as_object().cloned().unwrap();
 //! let result = link
 //!     .call_tool("echo", text(json!({"text": "hi"})), Duration::from_secs(15))

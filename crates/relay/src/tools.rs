@@ -375,6 +375,24 @@ impl<H: ToolHandler> DynHandler for H {
     }
 }
 
+impl Tool {
+    /// The checks a tool list makes of each tool short of compiling its
+    /// schema: a name, not `taken` by an earlier tool, and an object as
+    /// `inputSchema`.
+    pub(crate) fn check_shape(&self, taken: impl Fn(&str) -> bool) -> Result<(), ToolTableError> {
+        if self.name.is_empty() {
+            return Err(ToolTableError::EmptyName);
+        }
+        if taken(&self.name) {
+            return Err(ToolTableError::Duplicate(self.name.clone()));
+        }
+        if !self.input_schema.is_object() {
+            return Err(ToolTableError::SchemaNotObject(self.name.clone()));
+        }
+        Ok(())
+    }
+}
+
 /// A tool list the server cannot serve.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ToolTableError {
@@ -406,15 +424,7 @@ impl Table {
         let mut entries = Vec::with_capacity(tools.len());
         let mut by_name = HashMap::with_capacity(tools.len());
         for tool in tools {
-            if tool.name.is_empty() {
-                return Err(ToolTableError::EmptyName);
-            }
-            if by_name.contains_key(&tool.name) {
-                return Err(ToolTableError::Duplicate(tool.name));
-            }
-            if !tool.input_schema.is_object() {
-                return Err(ToolTableError::SchemaNotObject(tool.name));
-            }
+            tool.check_shape(|name| by_name.contains_key(name))?;
             let validator = ArgumentSchema::compile(&tool.input_schema).map_err(|reason| {
                 ToolTableError::InvalidSchema {
                     tool: tool.name.clone(),

@@ -221,14 +221,15 @@ impl Upstream {
     /// Fetches the list; true when it differs from the last one.
     async fn fetch_list(self: &Arc<Self>) -> Result<(Vec<Tool>, bool), LinkError> {
         let link = self.link().await?;
-        let tools = match link.list_tools(self.timeouts.list).await {
-            Ok(tools) => tools,
+        let list = match link.list_tools(self.timeouts.list).await {
+            Ok(list) => list,
             Err(e) => {
                 self.drop_link(&link).await;
                 return Err(e);
             }
         };
         let app = link.welcome().map(|w| w.app);
+        let tools = list.tools;
         let changed = {
             let mut snapshot = self.snapshot.lock().expect("snapshot lock");
             let changed = snapshot.tools != tools;
@@ -238,6 +239,12 @@ impl Upstream {
             }
             if changed {
                 write_cache(&self.cache_file, &snapshot);
+                for malformed in &list.malformed {
+                    tracing::warn!(
+                        app = snapshot.app.as_deref().unwrap_or("the application"),
+                        "a malformed tool is left out of the list: {malformed}"
+                    );
+                }
             }
             changed
         };

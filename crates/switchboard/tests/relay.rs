@@ -1057,14 +1057,22 @@ async fn an_application_answering_outside_the_protocol_gets_clear_errors() {
     let app = tokio::spawn(scripted_app(
         UnixListener::bind(&place.socket).unwrap(),
         move |method, _| match method {
-            "tools/list" if garble.load(Ordering::SeqCst) => json!({"tools": [{"name": 5}]}),
+            "tools/list" if garble.load(Ordering::SeqCst) => json!({"tools": [
+                {"name": 5},
+                {"name": "garbled", "inputSchema": {"type": "object"}},
+                {"name": "no_schema"},
+                {"name": "garbled", "inputSchema": {"type": "object"}},
+                {"name": "schema_not_an_object", "inputSchema": true},
+                {"name": "kept", "inputSchema": {"type": "object"}, "title": "Kept"}
+            ]}),
             "tools/list" => {
                 json!({"tools": [{"name": "garbled", "inputSchema": {"type": "object"}, "timeout_ms": 2000}]})
             }
             _ => json!({"content": "not a list of blocks"}),
         },
     ));
-    let mut shim = place.shim(&[]);
+    let log_file = place.runtime.path().join("shim.log");
+    let mut shim = place.shim(&["--log-file", log_file.to_str().unwrap()]);
     shim.initialize().await;
     let tools = shim.tools().await;
     assert_eq!(tools.len(), 1);
@@ -1075,9 +1083,22 @@ async fn an_application_answering_outside_the_protocol_gets_clear_errors() {
         &shim.call("garbled", json!({})).await,
         &["Scripted App returned a malformed result for garbled"],
     );
-    // A list whose tools are not tools is refused; the last good one stays.
+    // Entries that are not tools are left out (and logged); the rest are
+    // listed.
     garbled_list.store(true, Ordering::SeqCst);
-    assert_eq!(shim.tool_names().await, ["garbled"]);
+    assert_eq!(shim.tool_names().await, ["garbled", "kept"]);
+    let log = std::fs::read_to_string(&log_file).unwrap();
+    for left_out in [
+        "tool 0: invalid type: integer `5`",
+        "tool 2 (\"no_schema\"): missing field `inputSchema`",
+        "tool 3 (\"garbled\"): two tools are named `garbled`",
+        "tool 4 (\"schema_not_an_object\"): the inputSchema of `schema_not_an_object` is not a JSON object",
+    ] {
+        assert!(
+            log.contains(left_out),
+            "{left_out:?} not in the log:\n{log}"
+        );
+    }
     shim.finish_cleanly().await;
     app.abort();
 }
