@@ -158,8 +158,9 @@ impl LineClient {
     }
 }
 
-/// POSTs `body` to `url`; a malformed message is a 400 whose body is the reply.
-async fn post(http: &reqwest::Client, url: &str, body: &str) -> String {
+/// POSTs `body` to `url`; the reply is the body of a response with
+/// `status`.
+async fn post(http: &reqwest::Client, url: &str, body: &str, status: u16) -> String {
     let response = http
         .post(url)
         .header("content-type", "application/json")
@@ -169,67 +170,128 @@ async fn post(http: &reqwest::Client, url: &str, body: &str) -> String {
         .send()
         .await
         .unwrap();
-    assert_eq!(response.status(), 400, "POST {url} {body}");
+    assert_eq!(
+        response.status(),
+        status,
+        "POST {url} {}",
+        &body[..body.len().min(200)]
+    );
     response.text().await.unwrap()
+}
+
+/// The four front doors of one daemon (and a stdio child beside it).
+struct Doors {
+    daemon: Server,
+    stdio: LineClient,
+    shim: LineClient,
+    http: reqwest::Client,
+    sse: SseClient,
+    _runtime: tempfile::TempDir,
+}
+
+impl Doors {
+    async fn open() -> Self {
+        let runtime = runtime_dir();
+        let socket = runtime.path().join("relay.sock");
+        let daemon = Server::start_with(
+            &["--ephemeral", "--socket", socket.to_str().unwrap()],
+            &[("XDG_RUNTIME_DIR", runtime.path().to_str().unwrap())],
+        )
+        .await;
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !daemon.log().contains("serving the relay socket at") {
+            assert!(std::time::Instant::now() < deadline, "{}", daemon.log());
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let mut stdio = LineClient::spawn(command(&["--stdio", "--ephemeral"]));
+        stdio.initialize().await;
+        let mut shim = LineClient::spawn(switchboard(
+            &["shim", "--socket", socket.to_str().unwrap()],
+            runtime.path(),
+        ));
+        shim.initialize().await;
+        let sse = SseClient::open(&daemon.url("")).await;
+        Self {
+            daemon,
+            stdio,
+            shim,
+            http: reqwest::Client::new(),
+            sse,
+            _runtime: runtime,
+        }
+    }
+
+    /// Sends `input` through every door (HTTP expecting `status`) and
+    /// requires the same reply from each; returns it.
+    async fn same_reply(&mut self, input: &str, status: u16) -> Value {
+        let replies = [
+            ("stdio", self.stdio.exchange(input).await),
+            (
+                "Streamable HTTP",
+                post(&self.http, &self.daemon.url("/mcp"), input, status).await,
+            ),
+            (
+                "legacy SSE",
+                post(&self.http, &self.sse.endpoint, input, status).await,
+            ),
+            ("shim", self.shim.exchange(input).await),
+        ];
+        let shown = &input[..input.len().min(200)];
+        let (_, first) = &replies[0];
+        for (transport, other) in &replies[1..] {
+            assert_eq!(
+                other, first,
+                "{shown}: {transport} answered differently than stdio"
+            );
+        }
+        serde_json::from_str(first)
+            .unwrap_or_else(|e| panic!("{shown}: the reply {first} is not JSON: {e}"))
+    }
+
+    /// Every door still serves.
+    async fn still_serve(&mut self) {
+        let ping = r#"{"jsonrpc":"2.0","id":99,"method":"ping"}"#;
+        for client in [&mut self.stdio, &mut self.shim] {
+            let pong: Value = serde_json::from_str(&client.exchange(ping).await).unwrap();
+            assert_eq!(
+                (pong["id"].clone(), pong["result"].clone()),
+                (json!(99), json!({}))
+            );
+        }
+        let pong = post(&self.http, &self.daemon.url("/mcp"), ping, 200).await;
+        assert!(pong.contains("\"id\":99"), "{pong}");
+    }
 }
 
 #[tokio::test]
 async fn malformed_messages_get_the_same_reply_on_every_transport() {
-    let runtime = runtime_dir();
-    let socket = runtime.path().join("relay.sock");
-    let daemon = Server::start_with(
-        &["--ephemeral", "--socket", socket.to_str().unwrap()],
-        &[("XDG_RUNTIME_DIR", runtime.path().to_str().unwrap())],
-    )
-    .await;
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while !daemon.log().contains("serving the relay socket at") {
-        assert!(std::time::Instant::now() < deadline, "{}", daemon.log());
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let mut stdio = LineClient::spawn(command(&["--stdio", "--ephemeral"]));
-    stdio.initialize().await;
-    let mut shim = LineClient::spawn(switchboard(
-        &["shim", "--socket", socket.to_str().unwrap()],
-        runtime.path(),
-    ));
-    shim.initialize().await;
-    let http = reqwest::Client::new();
-    let sse = SseClient::open(&daemon.url("")).await;
-
+    let mut doors = Doors::open().await;
     for (input, code, id) in cases() {
-        let replies = [
-            ("stdio", stdio.exchange(input).await),
-            (
-                "Streamable HTTP",
-                post(&http, &daemon.url("/mcp"), input).await,
-            ),
-            ("legacy SSE", post(&http, &sse.endpoint, input).await),
-            ("shim", shim.exchange(input).await),
-        ];
-        let (_, first) = &replies[0];
-        let reply: Value = serde_json::from_str(first)
-            .unwrap_or_else(|e| panic!("{input}: the reply {first} is not JSON: {e}"));
+        let reply = doors.same_reply(input, 400).await;
         assert_eq!(
             (&reply["error"]["code"], &reply["id"], &reply["jsonrpc"]),
             (&json!(code), &id, &json!("2.0")),
             "{input}: {reply}"
         );
         assert!(reply["error"]["message"].is_string(), "{input}: {reply}");
-        for (transport, other) in &replies[1..] {
-            assert_eq!(
-                other, first,
-                "{input}: {transport} answered differently than stdio"
-            );
-        }
     }
-    // Every front door still serves after all of that.
-    let ping = r#"{"jsonrpc":"2.0","id":99,"method":"ping"}"#;
-    for client in [&mut stdio, &mut shim] {
-        let pong: Value = serde_json::from_str(&client.exchange(ping).await).unwrap();
-        assert_eq!(
-            (pong["id"].clone(), pong["result"].clone()),
-            (json!(99), json!({}))
-        );
-    }
+    doors.still_serve().await;
+}
+
+#[tokio::test]
+async fn a_message_over_16_mib_gets_the_same_error_on_every_transport() {
+    let mut doors = Doors::open().await;
+    let padding = "x".repeat(16 * 1024 * 1024);
+    let input =
+        format!(r#"{{"jsonrpc":"2.0","id":1,"method":"ping","params":{{"p":"{padding}"}}}}"#);
+    // HTTP answers 413, with the error stdio writes as a line.
+    let reply = doors.same_reply(&input, 413).await;
+    assert_eq!(
+        (&reply["error"]["code"], &reply["id"]),
+        (&json!(-32600), &Value::Null),
+        "{reply}"
+    );
+    let message = reply["error"]["message"].as_str().unwrap();
+    assert!(message.contains("16777216 bytes"), "{message}");
+    doors.still_serve().await;
 }

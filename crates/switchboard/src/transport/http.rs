@@ -29,7 +29,10 @@ use tokio::{
 };
 use tokio_util::sync::CancellationToken;
 
-use super::{DirectCall, MAX_MESSAGE_BYTES, error_response, guard, incoming, json_response, sse};
+use super::{
+    DirectCall, MAX_MESSAGE_BYTES, error_response, guard, incoming, json_response, sse,
+    too_large_response,
+};
 use crate::mcp::McpServer;
 
 /// How much the HTTP transports take on at once (from `[http]`).
@@ -161,13 +164,7 @@ async fn pre_route(State(server): State<McpServer>, request: Request, next: Next
     let (parts, body) = request.into_parts();
     let bytes = match axum::body::to_bytes(body, MAX_MESSAGE_BYTES).await {
         Ok(bytes) => bytes,
-        Err(_) => {
-            return (
-                StatusCode::PAYLOAD_TOO_LARGE,
-                format!("the request body exceeds {MAX_MESSAGE_BYTES} bytes"),
-            )
-                .into_response();
-        }
+        Err(_) => return too_large_response(),
     };
     if direct_call_allowed(&parts.headers)
         && let Ok(call) = serde_json::from_slice::<DirectCall>(&bytes)

@@ -40,6 +40,15 @@ pub fn error_response(
     json_response(status, error_json(None, code, message))
 }
 
+/// `413` for a body over [`MAX_MESSAGE_BYTES`], with the JSON-RPC error
+/// stdio writes for such a line.
+pub fn too_large_response() -> axum::response::Response {
+    json_response(
+        ::http::StatusCode::PAYLOAD_TOO_LARGE,
+        Rejection::too_long().to_json(),
+    )
+}
+
 /// An HTTP response with a JSON body.
 pub fn json_response(status: ::http::StatusCode, body: String) -> axum::response::Response {
     use axum::response::IntoResponse;

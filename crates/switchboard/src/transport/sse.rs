@@ -27,7 +27,7 @@ use std::{
 use axum::{
     Extension, Router,
     body::Bytes,
-    extract::{Query, State},
+    extract::{Query, State, rejection::BytesRejection},
     response::{
         IntoResponse, Response,
         sse::{Event, KeepAlive, Sse},
@@ -48,6 +48,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{
     error_response as reply, http::Limits, http::busy, incoming, json_response, serve_channels,
+    too_large_response,
 };
 use crate::mcp::McpServer;
 
@@ -252,8 +253,21 @@ async fn message(
     State(state): State<SseState>,
     Query(query): Query<SessionQuery>,
     grant: Option<Extension<Arc<Grant>>>,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Response {
+    let body = match body {
+        Ok(body) => body,
+        Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+            return too_large_response();
+        }
+        Err(rejection) => {
+            return reply(
+                rejection.status(),
+                -32600,
+                &format!("cannot read the request body: {}", rejection.body_text()),
+            );
+        }
+    };
     let Some(id) = query.session_id else {
         return reply(
             StatusCode::BAD_REQUEST,
