@@ -316,15 +316,41 @@ struct OpenSpec {
     durability: Durability,
 }
 
+/// How long a connection waits for a lock another connection holds.
+const LOCK_WAIT: Duration = Duration::from_secs(5);
+
+/// Retries of a lock taken before [`wait_for_lock`] starts sleeping.
+const QUICK_RETRIES: i32 = 100;
+
+/// SQLite's busy handler: whether to try a lock again after `retries`
+/// failures. SQLite's own busy timeout sleeps a millisecond or more before
+/// each retry, but an in-memory history has no WAL, so every read waits for
+/// the write in progress (and a write for the reads), and those take tens
+/// of microseconds: it measured as reads idling for milliseconds. The first
+/// retries only yield the core; then it sleeps a millisecond per retry, for
+/// [`LOCK_WAIT`] in all.
+fn wait_for_lock(retries: i32) -> bool {
+    if retries < QUICK_RETRIES {
+        std::thread::yield_now();
+        return true;
+    }
+    let slept = Duration::from_millis(u64::try_from(retries - QUICK_RETRIES).unwrap_or(0));
+    if slept >= LOCK_WAIT {
+        return false;
+    }
+    std::thread::sleep(Duration::from_millis(1));
+    true
+}
+
 impl OpenSpec {
     fn open(&self) -> Result<Connection, HistoryError> {
-        let conn = Connection::open_with_flags(&self.target, self.flags).map_err(|source| {
+        let mut conn = Connection::open_with_flags(&self.target, self.flags).map_err(|source| {
             HistoryError::Open {
                 path: self.target.clone(),
                 source,
             }
         })?;
-        conn.busy_timeout(Duration::from_secs(5))?;
+        conn.busy_handler(Some(wait_for_lock))?;
         // Keep one plan per statement: the bundled SQLite (STAT4) otherwise
         // re-plans `prepare_cached` statements on every bind, which measured
         // as 11 % of the CPU of a chat workload.
@@ -1533,6 +1559,29 @@ pub(crate) mod tests {
             History::open(&Location::File(dir.path().join("h.db")), Durability::Full).unwrap();
         assert!(on_disk.shared.started.load(Ordering::Acquire));
         on_disk.close();
+    }
+
+    #[test]
+    fn a_read_waits_out_a_write_lock_and_gives_up_after_the_limit() {
+        let history = History::open(&Location::Memory, Durability::Full).unwrap();
+        assert!(history.read("#a", None, 10).unwrap().is_empty());
+        // Another connection holds the in-memory database longer than the
+        // quick retries last.
+        let writer = history.shared.open.open().unwrap();
+        writer.execute_batch("BEGIN EXCLUSIVE").unwrap();
+        let (locked, held) = std::sync::mpsc::channel();
+        let holder = std::thread::spawn(move || {
+            locked.send(()).unwrap();
+            std::thread::sleep(Duration::from_millis(50));
+            writer.execute_batch("COMMIT").unwrap();
+        });
+        held.recv().unwrap();
+        assert!(history.read("#a", None, 10).unwrap().is_empty());
+        holder.join().unwrap();
+        assert!(wait_for_lock(0));
+        let limit = QUICK_RETRIES + i32::try_from(LOCK_WAIT.as_millis()).unwrap();
+        assert!(!wait_for_lock(limit));
+        history.close();
     }
 
     #[test]
