@@ -1029,17 +1029,7 @@ fn search_in(
     channel_key: Option<&str>,
     limit: usize,
 ) -> rusqlite::Result<Vec<Message>> {
-    let ranked = |row: &rusqlite::Row<'_>| Ok((message_row(row)?, row.get::<_, f64>(10)?));
-    let mut found: Vec<(Message, f64)> = conn
-        .prepare_cached(select_messages!(
-            ", f.rank FROM messages_fts f
-               JOIN messages m ON m.id = f.rowid
-               JOIN channels c ON c.id = m.channel_id
-              WHERE messages_fts MATCH ?1 AND (?2 IS NULL OR c.key = ?2)
-              ORDER BY f.rank, m.ts DESC LIMIT ?3"
-        ))?
-        .query_map(params![query, channel_key, limit as i64], ranked)?
-        .collect::<Result<_, _>>()?;
+    let mut found = ranked_matches(conn, "messages_fts", query, channel_key, limit)?;
     if conn.query_row(UNINDEXED_EXIST, [], |row| row.get(0))? {
         conn.execute_batch(&format!(
             "CREATE VIRTUAL TABLE IF NOT EXISTS temp.unindexed USING fts5(text, tokenize = '{}');
@@ -1049,22 +1039,37 @@ fn search_in(
                 WHERE id > (SELECT coalesce(max(id), 0) FROM messages_fts_docsize);",
             schema::TOKENIZER
         ))?;
-        let tail = conn
-            .prepare_cached(select_messages!(
-                ", u.rank FROM temp.unindexed u
-                   JOIN messages m ON m.id = u.rowid
-                   JOIN channels c ON c.id = m.channel_id
-                  WHERE unindexed MATCH ?1 AND (?2 IS NULL OR c.key = ?2)
-                  ORDER BY u.rank, m.ts DESC LIMIT ?3"
-            ))?
-            .query_map(params![query, channel_key, limit as i64], ranked)?
-            .collect::<Result<Vec<_>, _>>()?;
+        let tail = ranked_matches(conn, "unindexed", query, channel_key, limit)?;
         conn.execute_batch("DELETE FROM temp.unindexed")?;
         found.extend(tail);
         found.sort_by(|a, b| a.1.total_cmp(&b.1).then(b.0.time.cmp(&a.0.time)));
         found.truncate(limit);
     }
     Ok(found.into_iter().map(|(message, _)| message).collect())
+}
+
+/// The best `limit` matches of `query` in the FTS5 table `index` (whose
+/// rowids are message ids), with their rank.
+fn ranked_matches(
+    conn: &Connection,
+    index: &str,
+    query: &str,
+    channel_key: Option<&str>,
+    limit: usize,
+) -> rusqlite::Result<Vec<(Message, f64)>> {
+    let sql = format!(
+        "{}, f.rank FROM {index} f
+           JOIN messages m ON m.id = f.rowid
+           JOIN channels c ON c.id = m.channel_id
+          WHERE {index} MATCH ?1 AND (?2 IS NULL OR c.key = ?2)
+          ORDER BY f.rank, m.ts DESC LIMIT ?3",
+        select_messages!("")
+    );
+    conn.prepare_cached(&sql)?
+        .query_map(params![query, channel_key, limit as i64], |row| {
+            Ok((message_row(row)?, row.get::<_, f64>(10)?))
+        })?
+        .collect()
 }
 
 /// Fills the cursor table from the database (at start-up, before the writer
