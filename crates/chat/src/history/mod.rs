@@ -511,6 +511,7 @@ impl History {
             channel_seqs: HashMap::new(),
             last_stamp,
             unindexed: usize::from(behind),
+            index_wait: writer::INDEX_IDLE,
         })
     }
 

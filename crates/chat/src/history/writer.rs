@@ -39,7 +39,11 @@ const MAX_GROUP: usize = 512;
 const INDEX_BATCH: usize = 64;
 
 /// How long the writer waits for more work before indexing what is left.
-const INDEX_IDLE: Duration = Duration::from_millis(20);
+pub(super) const INDEX_IDLE: Duration = Duration::from_millis(20);
+
+/// The longest wait before trying again to index, while it keeps failing
+/// (a full disk): the wait doubles from [`INDEX_IDLE`] up to this.
+const INDEX_RETRY_MAX: Duration = Duration::from_secs(5);
 
 type Reply<T> = oneshot::Sender<Result<T, HistoryError>>;
 
@@ -85,15 +89,25 @@ pub(super) struct Writer {
     /// Messages stored and not yet indexed (by this writer's count; the
     /// index itself is the truth).
     pub(super) unindexed: usize,
+    /// How long to wait idle before indexing them: [`INDEX_IDLE`], longer
+    /// after failures.
+    pub(super) index_wait: Duration,
 }
 
 impl Writer {
     pub(super) fn run(mut self, rx: Receiver<Op>) {
         loop {
             let first = if self.unindexed > 0 {
-                match rx.recv_timeout(INDEX_IDLE) {
+                match rx.recv_timeout(self.index_wait) {
                     Ok(op) => op,
-                    Err(RecvTimeoutError::Timeout) => Op::Index { reply: None },
+                    Err(RecvTimeoutError::Timeout) => {
+                        self.index_wait = if self.commit_group(vec![Op::Index { reply: None }]) {
+                            INDEX_IDLE
+                        } else {
+                            (self.index_wait * 2).min(INDEX_RETRY_MAX)
+                        };
+                        continue;
+                    }
                     Err(RecvTimeoutError::Disconnected) => break,
                 }
             } else {
@@ -112,7 +126,8 @@ impl Writer {
             self.commit_group(group);
         }
         if self.unindexed > 0 {
-            self.commit_group(vec![Op::Index { reply: None }]);
+            // A failure is logged; the next start indexes what is left.
+            let _ = self.commit_group(vec![Op::Index { reply: None }]);
         }
         if let Err(e) = self
             .conn
@@ -123,11 +138,16 @@ impl Writer {
         tracing::debug!("history writer stopped");
     }
 
-    fn commit_group(&mut self, mut group: Vec<Op>) {
+    /// Runs and commits `group`, then tells each op's caller; true when it
+    /// was committed.
+    fn commit_group(&mut self, mut group: Vec<Op>) -> bool {
         let started = Instant::now();
         let result = self.run_group(&mut group);
+        let only_indexing = group.iter().all(|op| matches!(op, Op::Index { .. }));
         if let Err(e) = &result {
-            tracing::error!(error = %e, "history commit failed; its messages are reported as not stored");
+            if !only_indexing {
+                tracing::error!(error = %e, "history commit failed; its messages are reported as not stored");
+            }
             let _ = self.conn.execute_batch("ROLLBACK");
             // Ids and positions assigned inside the rolled-back transaction are gone.
             self.channel_ids.clear();
@@ -158,10 +178,12 @@ impl Writer {
                 let _ = shared.feed.send(stored.into());
             }
         }
+        let committed = result.is_ok();
         let failure = result.err().map(|e| commit_failure(&self.database, &e));
         for op in group {
             op.finish(failure.as_deref());
         }
+        committed
     }
 
     fn run_group(&mut self, group: &mut [Op]) -> rusqlite::Result<()> {
@@ -420,7 +442,7 @@ impl Op {
                 }
                 None => {
                     if let Some(e) = failure {
-                        tracing::warn!(error = %e, "the full-text index was not brought up to date; the next search tries again");
+                        tracing::warn!(error = %e, "the search index was not brought up to date; trying again later (searches meanwhile also read the messages it lacks)");
                     }
                 }
             },
