@@ -13,8 +13,8 @@
 //!
 //! The full-text index trails the messages by at most a batch (see
 //! `writer`): a search has the writer index the rest first, and a mention
-//! scan ([`History::candidates`]) reads the unindexed tail as it is, so
-//! neither misses an acknowledged message.
+//! scan ([`History::candidates`]) reads the messages after the index's mark
+//! as they are, so neither misses an acknowledged message.
 //!
 //! Waiters ([`History::wait_newer`]) subscribe to a per-channel counter that
 //! the writer bumps after each commit, so they wake as soon as a message is
@@ -394,10 +394,13 @@ impl Watchers {
     }
 }
 
-/// Whether some stored message is not in the full-text index yet (the
-/// indexed ids are a prefix of the stored ones; see `writer`).
+/// Whether a stored message may be missing from the full-text index: one
+/// after the mark of `search_progress` (see `writer`).
 const UNINDEXED_EXIST: &str = "SELECT (SELECT coalesce(max(id), 0) FROM messages)
-      > (SELECT coalesce(max(id), 0) FROM messages_fts_docsize)";
+      > (SELECT indexed_through FROM search_progress)";
+
+/// The last message the full-text index surely holds.
+const INDEXED_THROUGH: &str = "SELECT indexed_through FROM search_progress";
 
 impl History {
     /// Opens (or creates) the history on disk and starts its writer thread;
@@ -815,8 +818,9 @@ impl History {
     }
 
     /// Messages with ids in `after_id+1 ..= up_to_id` that match `query`
-    /// (FTS5 syntax) or are not indexed yet, by id, at most `limit`: a
-    /// superset of the matches, which the caller narrows with its own test.
+    /// (FTS5 syntax) or come after the index's mark (so may not be indexed
+    /// yet), by id, at most `limit`: a superset of the matches, which the
+    /// caller narrows with its own test.
     /// Unlike [`History::search`] it never waits for the writer.
     pub(crate) fn candidates(
         &self,
@@ -827,7 +831,7 @@ impl History {
     ) -> Result<Vec<Message>, HistoryError> {
         self.with_reader(|conn| {
             let indexed: i64 = conn
-                .prepare_cached("SELECT coalesce(max(id), 0) FROM messages_fts_docsize")?
+                .prepare_cached(INDEXED_THROUGH)?
                 .query_row([], |row| row.get(0))?;
             let mut stmt = conn.prepare_cached(select_messages!(
                 "FROM messages_fts f
@@ -1036,8 +1040,9 @@ fn search_in(
             "CREATE VIRTUAL TABLE IF NOT EXISTS temp.unindexed USING fts5(text, tokenize = '{}');
              DELETE FROM temp.unindexed;
              INSERT INTO temp.unindexed (rowid, text)
-               SELECT id, text FROM messages
-                WHERE id > (SELECT coalesce(max(id), 0) FROM messages_fts_docsize);",
+               SELECT m.id, m.text FROM messages m
+                WHERE m.id > (SELECT indexed_through FROM search_progress)
+                  AND NOT EXISTS (SELECT 1 FROM messages_fts_docsize d WHERE d.id = m.id);",
             schema::TOKENIZER
         ))?;
         let tail = ranked_matches(conn, "unindexed", query, channel_key, limit)?;
@@ -1627,11 +1632,7 @@ pub(crate) mod tests {
         let newest = *ids.last().unwrap();
         // The index only grows: what it held before the scan, it held during it.
         let indexed: i64 = history
-            .with_reader(|conn| {
-                conn.query_row("SELECT max(id) FROM messages_fts_docsize", [], |row| {
-                    row.get(0)
-                })
-            })
+            .with_reader(|conn| conn.query_row(INDEXED_THROUGH, [], |row| row.get(0)))
             .unwrap();
         let candidates = history.candidates("\"deploy\"", 0, newest, 100).unwrap();
         for wanted in [ids[3], ids[69]] {
@@ -1716,6 +1717,43 @@ pub(crate) mod tests {
         nicks.sort_unstable();
         assert_eq!(nicks, ["bob", "eve"]);
         reopened.close();
+    }
+
+    #[test]
+    fn a_build_indexing_as_it_stores_beside_this_one_hides_nothing() {
+        let rt = runtime();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("h.db");
+        let history = History::open(&Location::File(path.clone()), Durability::Full).unwrap();
+        let ours = rt
+            .block_on(history.append(vec![msg("#a", "bob", "deploy from this build")]))
+            .unwrap();
+        // Meanwhile an older build on the same file stores a newer message
+        // and indexes it at once.
+        let other = Connection::open(&path).unwrap();
+        other
+            .execute(
+                "INSERT INTO messages (channel_id, ts, nick, text, seq, nick_key, kind)
+                 VALUES (?1, ?2, 'eve', 'deploy from the old build', 2, 'eve', 0)",
+                params![ours[0].channel_id, ours[0].time.timestamp_micros() + 1],
+            )
+            .unwrap();
+        other
+            .execute(
+                "INSERT INTO messages_fts (rowid, text) VALUES (?1, 'deploy from the old build')",
+                [other.last_insert_rowid()],
+            )
+            .unwrap();
+        let newest = history.newest_id().unwrap();
+        let candidates = history.candidates("\"deploy\"", 0, newest, 10).unwrap();
+        assert_eq!(candidates.len(), 2, "{candidates:?}");
+        let found = rt
+            .block_on(history.search("\"deploy\"".into(), None, 10))
+            .unwrap();
+        let mut nicks: Vec<_> = found.iter().map(|m| m.nick.as_str()).collect();
+        nicks.sort_unstable();
+        assert_eq!(nicks, ["bob", "eve"], "each found once");
+        history.close();
     }
 
     fn rt_block<T>(future: impl std::future::Future<Output = T>) -> T {

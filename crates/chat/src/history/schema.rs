@@ -31,13 +31,24 @@ pub(super) fn migrate(conn: &Connection, path: &str, wal: bool) -> Result<(), Hi
     }
     if version == 0 {
         conn.execute_batch(CURRENT)?;
-        return Ok(());
-    }
-    if version < 2 {
+    } else if version < 2 {
         conn.execute_batch(V2)?;
     }
+    conn.execute_batch(SEARCH_PROGRESS)?;
     Ok(())
 }
+
+/// How far the search index is known to be complete: every message up to
+/// `indexed_through` is in `messages_fts`; newer ones may or may not be (a
+/// build before batched indexing, sharing the file, indexes each of its
+/// messages as it stores it). Added to any database without changing its
+/// version, so such builds keep opening it; a database they made starts
+/// from their index, which holds every message up to its newest.
+const SEARCH_PROGRESS: &str = "
+CREATE TABLE IF NOT EXISTS search_progress (indexed_through INTEGER NOT NULL);
+INSERT INTO search_progress (indexed_through)
+    SELECT coalesce((SELECT max(id) FROM messages_fts_docsize), 0)
+     WHERE NOT EXISTS (SELECT 1 FROM search_progress);";
 
 /// A new database at [`VERSION`]: what [`V1`] then [`V2`] make of an empty
 /// one, with the columns in the same order.

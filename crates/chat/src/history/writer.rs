@@ -9,9 +9,9 @@
 //! merges segments) at every commit that touched it, which measured as half
 //! the writer's work when each send committed alone. Messages are indexed
 //! [`INDEX_BATCH`] at a time, or once the writer has been idle for
-//! [`INDEX_IDLE`], and before any search ([`Op::Index`]); the indexed ids
-//! are always a prefix of the stored ones, so "not yet indexed" is "newer
-//! than the newest indexed id" (see [`History::candidates`]).
+//! [`INDEX_IDLE`], and before any search ([`Op::Index`]). The table
+//! `search_progress` marks how far the index is complete; only messages
+//! after the mark may be missing from it (see [`History::candidates`]).
 
 use std::{
     collections::HashMap,
@@ -231,16 +231,23 @@ impl Writer {
         Ok(())
     }
 
-    /// Indexes every stored message newer than the newest indexed one, in
-    /// id order (which keeps the indexed ids a prefix). Runs under the write
-    /// lock; a message another process indexed meanwhile is skipped.
+    /// Indexes every stored message after `search_progress` that is not
+    /// in the index yet (another process may have indexed some), and moves
+    /// the mark to the newest message. Runs under the write lock.
     fn index_the_rest(&mut self) -> rusqlite::Result<()> {
         self.conn
             .prepare_cached(
                 "INSERT INTO messages_fts (rowid, text)
                  SELECT m.id, m.text FROM messages m
-                  WHERE m.id > (SELECT coalesce(max(id), 0) FROM messages_fts_docsize)
+                  WHERE m.id > (SELECT indexed_through FROM search_progress)
+                    AND NOT EXISTS (SELECT 1 FROM messages_fts_docsize d WHERE d.id = m.id)
                   ORDER BY m.id",
+            )?
+            .execute([])?;
+        self.conn
+            .prepare_cached(
+                "UPDATE search_progress
+                    SET indexed_through = (SELECT coalesce(max(id), 0) FROM messages)",
             )?
             .execute([])?;
         Ok(())
