@@ -691,15 +691,19 @@ impl History {
     ) -> Result<Vec<Message>, HistoryError> {
         let behind: bool =
             self.with_reader(|conn| conn.query_row(UNINDEXED_EXIST, [], |row| row.get(0)))?;
+        let mut in_memory = false;
         if behind {
             let indexed = self.submit(|reply| Op::Index { reply: Some(reply) })?;
             if let Err(e) = indexed.await.map_err(|_| HistoryError::Closed)? {
                 tracing::warn!(error = %e, "the search index could not be brought up to date; searching the newest messages in memory");
+                in_memory = true;
             }
         }
         let history = self.clone();
         tokio::task::spawn_blocking(move || {
-            history.with_reader(|conn| search_in(conn, &query, channel_key.as_deref(), limit))
+            history.with_reader(|conn| {
+                search_in(conn, &query, channel_key.as_deref(), limit, in_memory)
+            })
         })
         .await
         .map_err(|_| HistoryError::Closed)?
@@ -1025,17 +1029,18 @@ fn message_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Message> {
     })
 }
 
-/// [`History::search`] on one connection: the index, and the messages it
-/// does not hold yet (if any) through a temporary in-memory index of them
-/// (`temp_store = MEMORY`), merged by rank.
+/// [`History::search`] on one connection: the index, and, when `in_memory`
+/// (the writer could not index), the messages it does not hold through a
+/// temporary in-memory index of them (`temp_store = MEMORY`), merged by rank.
 fn search_in(
     conn: &Connection,
     query: &str,
     channel_key: Option<&str>,
     limit: usize,
+    in_memory: bool,
 ) -> rusqlite::Result<Vec<Message>> {
     let mut found = ranked_matches(conn, "messages_fts", query, channel_key, limit)?;
-    if conn.query_row(UNINDEXED_EXIST, [], |row| row.get(0))? {
+    if in_memory {
         conn.execute_batch(&format!(
             "CREATE VIRTUAL TABLE IF NOT EXISTS temp.unindexed USING fts5(text, tokenize = '{}');
              DELETE FROM temp.unindexed;
@@ -1699,24 +1704,41 @@ pub(crate) mod tests {
         history.close();
         // Stored, committed and never indexed: a process killed in between.
         let conn = Connection::open(&path).unwrap();
-        conn.execute(
-            "INSERT INTO messages (channel_id, ts, nick, text, seq, nick_key, kind)
-             VALUES (?1, ?2, 'eve', 'orphan deploy', 2, 'eve', 0)",
-            params![first[0].channel_id, first[0].time.timestamp_micros() + 1],
-        )
-        .unwrap();
+        store_as_eve(&conn, &first[0], "orphan deploy");
         drop(conn);
         let reopened = History::open(&Location::File(path), Durability::Full).unwrap();
         let newest = reopened.newest_id().unwrap();
         let candidates = reopened.candidates("\"deploy\"", 0, newest, 10).unwrap();
         assert_eq!(candidates.len(), 2);
-        let found = rt
-            .block_on(reopened.search("\"deploy\"".into(), None, 10))
-            .unwrap();
-        let mut nicks: Vec<_> = found.iter().map(|m| m.nick.as_str()).collect();
-        nicks.sort_unstable();
-        assert_eq!(nicks, ["bob", "eve"]);
+        assert_eq!(deploy_nicks(&rt, &reopened), ["bob", "eve"]);
         reopened.close();
+    }
+
+    /// Stores `text` from eve right after `after`, through `conn` alone (as
+    /// another process, or another build, would), without indexing it.
+    fn store_as_eve(conn: &Connection, after: &Message, text: &str) -> i64 {
+        conn.execute(
+            "INSERT INTO messages (channel_id, ts, nick, text, seq, nick_key, kind)
+             VALUES (?1, ?2, 'eve', ?3, ?4, 'eve', 0)",
+            params![
+                after.channel_id,
+                after.time.timestamp_micros() + 1,
+                text,
+                after.seq + 1
+            ],
+        )
+        .unwrap();
+        conn.last_insert_rowid()
+    }
+
+    /// The nicks of the messages a search for "deploy" finds, sorted.
+    fn deploy_nicks(rt: &tokio::runtime::Runtime, history: &History) -> Vec<String> {
+        let found = rt
+            .block_on(history.search("\"deploy\"".into(), None, 10))
+            .unwrap();
+        let mut nicks: Vec<String> = found.into_iter().map(|m| m.nick).collect();
+        nicks.sort_unstable();
+        nicks
     }
 
     #[test]
@@ -1731,28 +1753,21 @@ pub(crate) mod tests {
         // Meanwhile an older build on the same file stores a newer message
         // and indexes it at once.
         let other = Connection::open(&path).unwrap();
-        other
-            .execute(
-                "INSERT INTO messages (channel_id, ts, nick, text, seq, nick_key, kind)
-                 VALUES (?1, ?2, 'eve', 'deploy from the old build', 2, 'eve', 0)",
-                params![ours[0].channel_id, ours[0].time.timestamp_micros() + 1],
-            )
-            .unwrap();
+        let id = store_as_eve(&other, &ours[0], "deploy from the old build");
         other
             .execute(
                 "INSERT INTO messages_fts (rowid, text) VALUES (?1, 'deploy from the old build')",
-                [other.last_insert_rowid()],
+                [id],
             )
             .unwrap();
         let newest = history.newest_id().unwrap();
         let candidates = history.candidates("\"deploy\"", 0, newest, 10).unwrap();
         assert_eq!(candidates.len(), 2, "{candidates:?}");
-        let found = rt
-            .block_on(history.search("\"deploy\"".into(), None, 10))
-            .unwrap();
-        let mut nicks: Vec<_> = found.iter().map(|m| m.nick.as_str()).collect();
-        nicks.sort_unstable();
-        assert_eq!(nicks, ["bob", "eve"], "each found once");
+        assert_eq!(
+            deploy_nicks(&rt, &history),
+            ["bob", "eve"],
+            "each found once"
+        );
         history.close();
     }
 
