@@ -45,6 +45,12 @@ const MAX_POLL: Duration = Duration::from_millis(50);
 /// them, and they are left running.
 const AFTER_EXIT: Duration = Duration::from_millis(500);
 
+/// How long a program that is still open for writing ("text file busy") is
+/// waited for. It is a passing state: an installer finishing its copy, or a
+/// file just written whose descriptor a process forked at that moment still
+/// holds until it execs.
+const BUSY_WAIT: Duration = Duration::from_secs(1);
+
 /// One command to run.
 pub(crate) struct Invocation<'a> {
     /// An absolute path (see [`find_program`]).
@@ -84,6 +90,21 @@ pub(crate) struct Finished {
     pub(crate) left_running: bool,
 }
 
+/// Starts `command`, waiting out a program that is busy being written.
+async fn spawn(command: &mut tokio::process::Command) -> io::Result<tokio::process::Child> {
+    let give_up = Instant::now() + BUSY_WAIT;
+    let mut pause = Duration::from_millis(1);
+    loop {
+        match command.spawn() {
+            Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) && Instant::now() < give_up => {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(MAX_POLL);
+            }
+            result => return result,
+        }
+    }
+}
+
 /// Runs `inv` to the end. Fails only when the program cannot be started.
 pub(crate) async fn run(inv: Invocation<'_>) -> io::Result<Finished> {
     let mut command = tokio::process::Command::new(inv.program);
@@ -109,7 +130,7 @@ pub(crate) async fn run(inv: Invocation<'_>) -> io::Result<Finished> {
             }
         });
     }
-    let mut child = command.spawn()?;
+    let mut child = spawn(&mut command).await?;
     let pid = child
         .id()
         .and_then(|id| libc::pid_t::try_from(id).ok())
@@ -411,6 +432,33 @@ mod tests {
             find_program("./tool", None, dir.path()),
             Some(dir.path().join("./tool"))
         );
+    }
+
+    #[tokio::test]
+    async fn a_program_still_open_for_writing_starts_once_it_is_closed() {
+        let dir = tempfile::tempdir().unwrap();
+        let exe = dir.path().join("tool");
+        let mut writing = std::fs::File::create(&exe).unwrap();
+        io::Write::write_all(&mut writing, b"#!/bin/sh\necho started\n").unwrap();
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let closer = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            drop(writing);
+        });
+        let finished = run(Invocation {
+            program: &exe,
+            args: &[],
+            env: &[],
+            cwd: None,
+            timeout: Duration::from_secs(10),
+            grace: Duration::from_secs(1),
+            max_output: 1024,
+        })
+        .await
+        .expect("the program starts once its writer closes it");
+        closer.join().unwrap();
+        assert_eq!(finished.ending, Ending::Exited(0));
+        assert_eq!(finished.output, "started\n");
     }
 
     #[test]
