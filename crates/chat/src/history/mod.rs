@@ -14,8 +14,11 @@
 //!
 //! Reads use a small pool of read connections. They are indexed queries
 //! bounded by a `LIMIT`, and run on the calling thread: a thread hop would
-//! cost more than the query. Full-text search, which can touch many rows,
-//! runs on tokio's blocking pool.
+//! cost more than the query. A read by position (a channel's newest page,
+//! or the page after a position) asks only for the channel's newest
+//! position when the runs of recent messages (`recent`) hold the page.
+//! Full-text search, which can touch many rows, runs on tokio's blocking
+//! pool.
 //!
 //! The full-text index trails the messages by at most a batch (see
 //! `writer`): a search has the writer index the rest first, and a mention
@@ -54,6 +57,7 @@ use crate::names::Channel;
 
 mod backup;
 mod cursors;
+mod recent;
 mod schema;
 mod writer;
 
@@ -309,6 +313,7 @@ struct Shared {
     watchers: Watchers,
     closing: CancellationToken,
     cursors: Cursors,
+    recent: recent::Recent,
     /// Every committed message, in commit order, batch by batch.
     feed: broadcast::Sender<Arc<[Message]>>,
 }
@@ -448,6 +453,7 @@ impl History {
                 watchers: Watchers::default(),
                 closing: CancellationToken::new(),
                 cursors: Cursors::default(),
+                recent: recent::Recent::default(),
                 feed: broadcast::channel(FEED_CAPACITY).0,
             }),
         };
@@ -611,6 +617,9 @@ impl History {
     /// without `since`, the newest `limit`; after a position, the `limit`
     /// right after it, so a reader following the channel pages forward and
     /// skips nothing; after a time, the newest `limit` of those later.
+    ///
+    /// By position, the database says which positions the page holds, and
+    /// the page comes from memory (`recent`) when it has them all.
     pub fn read(
         &self,
         channel_key: &str,
@@ -618,42 +627,54 @@ impl History {
         limit: usize,
     ) -> Result<Vec<Message>, HistoryError> {
         let limit = limit as i64;
-        self.with_reader(|conn| match since {
-            None => conn
-                .prepare_cached(select_messages!(
-                    "FROM channels c JOIN messages m ON m.channel_id = c.id
-                      WHERE c.key = ?1 ORDER BY m.seq DESC LIMIT ?2"
-                ))?
-                .query_map(params![channel_key, limit], message_row)?
-                .collect(),
-            Some(Since::Seq(after)) => {
-                let mut page: Vec<Message> = conn
+        self.with_reader(|conn| {
+            let after = match since {
+                Some(Since::Time(t)) => return read_after_time(conn, channel_key, t, limit),
+                Some(Since::Seq(after)) => Some(after),
+                None => None,
+            };
+            let newest: Option<(i64, i64)> = conn
+                .prepare_cached(
+                    "SELECT c.id, coalesce((SELECT max(seq) FROM messages WHERE channel_id = c.id), 0)
+                       FROM channels c WHERE c.key = ?1",
+                )?
+                .query_row([channel_key], |row| Ok((row.get(0)?, row.get(1)?)))
+                .optional()?;
+            let Some((channel_id, last)) = newest else {
+                return Ok(Vec::new());
+            };
+            let (from, to) = match after {
+                None => ((last - limit + 1).max(1), last),
+                Some(after) => (after.saturating_add(1), last.min(after.saturating_add(limit))),
+            };
+            if from > to {
+                return Ok(Vec::new());
+            }
+            if let Some(page) = self.shared.recent.get(channel_id, from, to) {
+                return Ok(page);
+            }
+            let page = match after {
+                None => conn
                     .prepare_cached(select_messages!(
                         "FROM channels c JOIN messages m ON m.channel_id = c.id
-                          WHERE c.key = ?1 AND m.seq > ?2 ORDER BY m.seq LIMIT ?3"
+                          WHERE c.id = ?1 ORDER BY m.seq DESC LIMIT ?2"
                     ))?
-                    .query_map(params![channel_key, after, limit], message_row)?
-                    .collect::<Result<_, _>>()?;
-                page.reverse();
-                Ok(page)
-            }
-            Some(Since::Time(t)) => {
-                // Chosen by the time index (bounded by the limit), shown in
-                // insertion order.
-                let mut page: Vec<Message> = conn
-                    .prepare_cached(select_messages!(
-                        "FROM channels c JOIN messages m ON m.channel_id = c.id
-                          WHERE c.key = ?1 AND m.ts > ?2
-                          ORDER BY m.ts DESC, m.id DESC LIMIT ?3"
-                    ))?
-                    .query_map(
-                        params![channel_key, t.timestamp_micros(), limit],
-                        message_row,
-                    )?
-                    .collect::<Result<_, _>>()?;
-                page.sort_unstable_by_key(|m| std::cmp::Reverse(m.seq));
-                Ok(page)
-            }
+                    .query_map(params![channel_id, limit], message_row)?
+                    .collect::<Result<Vec<_>, _>>()?,
+                Some(after) => {
+                    let mut page: Vec<Message> = conn
+                        .prepare_cached(select_messages!(
+                            "FROM channels c JOIN messages m ON m.channel_id = c.id
+                              WHERE c.id = ?1 AND m.seq > ?2 ORDER BY m.seq LIMIT ?3"
+                        ))?
+                        .query_map(params![channel_id, after, limit], message_row)?
+                        .collect::<Result<_, _>>()?;
+                    page.reverse();
+                    page
+                }
+            };
+            self.shared.recent.fill(&page);
+            Ok(page)
         })
     }
 
@@ -1019,6 +1040,29 @@ macro_rules! select_messages {
     };
 }
 use select_messages;
+
+/// [`History::read`] after a time: chosen by the time index (bounded by the
+/// limit), shown in insertion order.
+fn read_after_time(
+    conn: &Connection,
+    channel_key: &str,
+    t: DateTime<Utc>,
+    limit: i64,
+) -> rusqlite::Result<Vec<Message>> {
+    let mut page: Vec<Message> = conn
+        .prepare_cached(select_messages!(
+            "FROM channels c JOIN messages m ON m.channel_id = c.id
+              WHERE c.key = ?1 AND m.ts > ?2
+              ORDER BY m.ts DESC, m.id DESC LIMIT ?3"
+        ))?
+        .query_map(
+            params![channel_key, t.timestamp_micros(), limit],
+            message_row,
+        )?
+        .collect::<Result<_, _>>()?;
+    page.sort_unstable_by_key(|m| std::cmp::Reverse(m.seq));
+    Ok(page)
+}
 
 fn message_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Message> {
     Ok(Message {
@@ -1815,6 +1859,65 @@ pub(crate) mod tests {
         assert!(stamps.windows(2).all(|w| w[0] > w[1]), "{stamps:?}");
         first.close();
         second.close();
+    }
+
+    /// What a reader gets for each way of reading by position, as
+    /// `(seq, nick, text, channel)`.
+    fn pages(history: &History, key: &str) -> Vec<Vec<(i64, String, String, String)>> {
+        let reads = [
+            None,
+            Some(Since::Seq(0)),
+            Some(Since::Seq(3)),
+            Some(Since::Seq(7)),
+        ];
+        reads
+            .into_iter()
+            .flat_map(|since| [1, 2, 5, 50].map(|limit| (since, limit)))
+            .map(|(since, limit)| {
+                let page = history.read(key, since, limit).unwrap();
+                page.into_iter()
+                    .map(|m| (m.seq, m.nick, m.text, m.channel))
+                    .collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn reads_by_position_see_what_another_process_wrote_since() {
+        let rt = runtime();
+        let dir = tempfile::tempdir().unwrap();
+        let location = Location::File(dir.path().join("history.db"));
+        let ours = History::open(&location, Durability::Normal).unwrap();
+        let theirs = History::open(&location, Durability::Normal).unwrap();
+        let send = |history: &History, channel: &str, text: &str| {
+            rt.block_on(history.append(vec![msg(channel, "bob", text)]))
+                .unwrap();
+        };
+        send(&ours, "#General", "created with capitals");
+        for i in 1..5 {
+            send(&ours, "#general", &format!("ours {i}"));
+        }
+        // Read twice: the second read is served from memory.
+        assert_eq!(pages(&ours, "#general"), pages(&ours, "#general"));
+        for i in 5..9 {
+            send(&theirs, "#general", &format!("theirs {i}"));
+            send(&ours, "#GENERAL", &format!("ours {i}"));
+            let fresh = History::open(&location, Durability::Normal).unwrap();
+            assert_eq!(
+                pages(&ours, "#general"),
+                pages(&fresh, "#general"),
+                "after send {i}"
+            );
+            fresh.close();
+        }
+        // Ours alone now: the page read last goes on from memory.
+        send(&ours, "#GENERAL", "ours last");
+        let newest = ours.read("#general", None, 3).unwrap();
+        let texts: Vec<&str> = newest.iter().map(|m| m.text.as_str()).collect();
+        assert_eq!(texts, ["ours last", "ours 8", "theirs 8"]);
+        assert!(newest.iter().all(|m| m.channel == "#General"));
+        ours.close();
+        theirs.close();
     }
 
     #[test]

@@ -168,6 +168,7 @@ impl Writer {
                 .flatten()
                 .collect();
             shared.cursors.committed(&stored);
+            shared.recent.extend(&stored);
             shared.commits.fetch_add(1, Ordering::Release);
             let mut touched: Vec<&str> = stored.iter().map(|m| m.channel_key.as_str()).collect();
             touched.sort_unstable();
