@@ -362,6 +362,9 @@ impl OpenSpec {
             }
         })?;
         conn.busy_handler(Some(wait_for_lock))?;
+        // Every statement of the readers and the writer (about 30) stays
+        // prepared; rusqlite keeps 16 by default.
+        conn.set_prepared_statement_cache_capacity(64);
         // Keep one plan per statement: the bundled SQLite (STAT4) otherwise
         // re-plans `prepare_cached` statements on every bind, which measured
         // as 11 % of the CPU of a chat workload.

@@ -188,7 +188,7 @@ impl Writer {
     }
 
     fn run_group(&mut self, group: &mut [Op]) -> rusqlite::Result<()> {
-        self.conn.execute_batch("BEGIN IMMEDIATE")?;
+        self.exec("BEGIN IMMEDIATE")?;
         self.catch_up_with_other_writers()?;
         let mut index = false;
         for op in group.iter_mut() {
@@ -225,10 +225,18 @@ impl Writer {
         if index {
             self.index_the_rest()?;
         }
-        self.conn.execute_batch("COMMIT")?;
+        self.exec("COMMIT")?;
         if index {
             self.unindexed = 0;
         }
+        Ok(())
+    }
+
+    /// Runs a statement without parameters, prepared once: `execute_batch`
+    /// parses its SQL every time, which for `BEGIN` and `COMMIT` measured as
+    /// 5 % of the chat workload.
+    fn exec(&self, sql: &str) -> rusqlite::Result<()> {
+        self.conn.prepare_cached(sql)?.execute([])?;
         Ok(())
     }
 
