@@ -530,6 +530,7 @@ impl History {
             last_stamp,
             unindexed: usize::from(behind),
             index_wait: writer::INDEX_IDLE,
+            unsaved_cursors: HashMap::new(),
         })
     }
 
@@ -1921,6 +1922,63 @@ pub(crate) mod tests {
         assert!(newest.iter().all(|m| m.channel == "#General"));
         ours.close();
         theirs.close();
+    }
+
+    /// The read position of `identity`'s cursor in the database file, as
+    /// another process would find it.
+    fn saved_cursor(path: &Path, identity: &str) -> Option<i64> {
+        let conn = Connection::open(path).unwrap();
+        conn.query_row(
+            "SELECT read_seq FROM cursors WHERE identity = ?1",
+            [identity],
+            |row| row.get(0),
+        )
+        .optional()
+        .unwrap()
+    }
+
+    #[test]
+    fn reads_moving_a_cursor_write_it_once_when_idle_and_at_close() {
+        let rt = runtime();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("history.db");
+        let history = History::open(&Location::File(path.clone()), Durability::Full).unwrap();
+        let messages: Vec<NewMessage> = (0..20)
+            .map(|i| msg("#a", "bob", &format!("m{i}")))
+            .collect();
+        let stored = rt.block_on(history.append(messages)).unwrap();
+        let channel = stored[0].channel_id;
+        // Let the writer go idle (it indexes the messages) before reading.
+        rt.block_on(history.search("m1".into(), None, 1)).unwrap();
+        let commits = history.commits();
+        for message in &stored {
+            history
+                .mark("ann", channel, Some(message.seq), Some(true))
+                .unwrap();
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while saved_cursor(&path, "ann") != Some(20) {
+            assert!(
+                Instant::now() < deadline,
+                "the cursor never reached the file"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(
+            history.commits() - commits <= 2,
+            "{} commits for 20 reads",
+            history.commits() - commits
+        );
+        // Moved just before the process stops: saved on the way out.
+        history.mark("ann", channel, Some(20), Some(false)).unwrap();
+        history.mark("cat", channel, Some(7), Some(true)).unwrap();
+        history.close();
+        assert_eq!(saved_cursor(&path, "cat"), Some(7));
+        let reopened = History::open(&Location::File(path), Durability::Full).unwrap();
+        let ann = reopened.cursor("ann", channel).unwrap();
+        assert_eq!((ann.read_seq, ann.joined), (20, false));
+        reopened.close();
     }
 
     #[test]

@@ -12,6 +12,12 @@
 //! [`INDEX_IDLE`], and before any search ([`Op::Index`]). The table
 //! `search_progress` marks how far the index is complete; only messages
 //! after the mark may be missing from it (see [`History::candidates`]).
+//!
+//! Read cursors are written the same way: a cursor moved by a read waits
+//! for the next commit, or the same idle moment, so a read alone costs no
+//! transaction (and, with `durability = "full"`, no fsync), and many reads
+//! of one cursor are one write. Until then the in-memory cursor table is the
+//! truth; at shutdown the writer saves what is left.
 
 use std::{
     collections::HashMap,
@@ -62,7 +68,7 @@ pub(super) enum Op {
     /// Brings the full-text index up to every stored message (of any
     /// process sharing the database); `reply`, if any, hears after the commit.
     Index { reply: Option<Reply<()>> },
-    /// Writes a cursor through; nobody waits for it.
+    /// Writes a cursor with the next commit; nobody waits for it.
     SaveCursor {
         identity: String,
         channel_id: i64,
@@ -89,19 +95,22 @@ pub(super) struct Writer {
     /// Messages stored and not yet indexed (by this writer's count; the
     /// index itself is the truth).
     pub(super) unindexed: usize,
-    /// How long to wait idle before indexing them: [`INDEX_IDLE`], longer
-    /// after failures.
+    /// How long to wait idle before indexing them (or saving cursors):
+    /// [`INDEX_IDLE`], longer after failures.
     pub(super) index_wait: Duration,
+    /// Cursors moved since the last commit: (identity, channel id) ->
+    /// (read position, joined); written by the next commit.
+    pub(super) unsaved_cursors: HashMap<(String, i64), (i64, bool)>,
 }
 
 impl Writer {
     pub(super) fn run(mut self, rx: Receiver<Op>) {
         loop {
-            let first = if self.unindexed > 0 {
+            let first = if self.unindexed > 0 || !self.unsaved_cursors.is_empty() {
                 match rx.recv_timeout(self.index_wait) {
                     Ok(op) => op,
                     Err(RecvTimeoutError::Timeout) => {
-                        self.index_wait = if self.commit_group(vec![Op::Index { reply: None }]) {
+                        self.index_wait = if self.commit_group(self.idle_group()) {
                             INDEX_IDLE
                         } else {
                             (self.index_wait * 2).min(INDEX_RETRY_MAX)
@@ -123,11 +132,14 @@ impl Writer {
                     Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
                 }
             }
-            self.commit_group(group);
+            group.retain_mut(|op| !self.hold_cursor(op));
+            if !group.is_empty() {
+                self.commit_group(group);
+            }
         }
-        if self.unindexed > 0 {
+        if self.unindexed > 0 || !self.unsaved_cursors.is_empty() {
             // A failure is logged; the next start indexes what is left.
-            let _ = self.commit_group(vec![Op::Index { reply: None }]);
+            let _ = self.commit_group(self.idle_group());
         }
         if let Err(e) = self
             .conn
@@ -136,6 +148,33 @@ impl Writer {
             tracing::warn!(error = %e, "history checkpoint at shutdown failed");
         }
         tracing::debug!("history writer stopped");
+    }
+
+    /// What an idle moment (or shutdown) commits: the index brought up to
+    /// date if it trails, and the unsaved cursors with it.
+    fn idle_group(&self) -> Vec<Op> {
+        if self.unindexed > 0 {
+            vec![Op::Index { reply: None }]
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// Keeps a cursor save for the next commit; true when `op` was one.
+    fn hold_cursor(&mut self, op: &mut Op) -> bool {
+        let Op::SaveCursor {
+            identity,
+            channel_id,
+            read_seq,
+            joined,
+        } = op
+        else {
+            return false;
+        };
+        let key = (std::mem::take(identity), *channel_id);
+        // Saves carry the cursor as it is in memory, so the latest holds.
+        self.unsaved_cursors.insert(key, (*read_seq, *joined));
+        true
     }
 
     /// Runs and commits `group`, then tells each op's caller; true when it
@@ -147,6 +186,8 @@ impl Writer {
         if let Err(e) = &result {
             if !only_indexing {
                 tracing::error!(error = %e, "history commit failed; its messages are reported as not stored");
+            } else if !self.unsaved_cursors.is_empty() {
+                tracing::warn!(error = %e, "read cursors were not saved; trying again later (they hold in memory meanwhile)");
             }
             let _ = self.conn.execute_batch("ROLLBACK");
             // Ids and positions assigned inside the rolled-back transaction are gone.
@@ -204,22 +245,21 @@ impl Writer {
                     channel, created, ..
                 } => *created = self.channel_id(channel)?.1,
                 Op::Index { .. } => index = true,
-                Op::SaveCursor {
-                    identity,
-                    channel_id,
-                    read_seq,
-                    joined,
-                } => {
-                    self.conn
-                        .prepare_cached(
-                            "INSERT INTO cursors (identity, channel_id, read_seq, joined)
-                             VALUES (?1, ?2, ?3, ?4)
-                             ON CONFLICT (identity, channel_id) DO UPDATE
-                             SET read_seq = max(read_seq, excluded.read_seq), joined = excluded.joined",
-                        )?
-                        .execute(params![&*identity, *channel_id, *read_seq, *joined])?;
+                // Held before the group runs; written just below either way.
+                Op::SaveCursor { .. } => {
+                    self.hold_cursor(op);
                 }
             }
+        }
+        for ((identity, channel_id), (read_seq, joined)) in &self.unsaved_cursors {
+            self.conn
+                .prepare_cached(
+                    "INSERT INTO cursors (identity, channel_id, read_seq, joined)
+                     VALUES (?1, ?2, ?3, ?4)
+                     ON CONFLICT (identity, channel_id) DO UPDATE
+                     SET read_seq = max(read_seq, excluded.read_seq), joined = excluded.joined",
+                )?
+                .execute(params![identity, channel_id, read_seq, joined])?;
         }
         let index = index || self.unindexed >= INDEX_BATCH;
         if index {
@@ -229,6 +269,7 @@ impl Writer {
         if index {
             self.unindexed = 0;
         }
+        self.unsaved_cursors.clear();
         Ok(())
     }
 
@@ -462,11 +503,8 @@ impl Op {
                     }
                 }
             },
-            Op::SaveCursor { identity, .. } => {
-                if let Some(e) = failure {
-                    tracing::warn!(%identity, error = %e, "a read cursor was not saved");
-                }
-            }
+            // Held until a commit writes them (see `unsaved_cursors`).
+            Op::SaveCursor { .. } => {}
         }
     }
 }
