@@ -553,11 +553,10 @@ impl History {
         }
     }
 
-    /// How many groups the writer has committed. It grows after a commit is
-    /// visible to readers and before any write in it is acknowledged, so a
-    /// read made while it still has the value loaded before the read began
-    /// is still current.
-    pub fn commits(&self) -> u64 {
+    /// How many groups this process's writer has committed (another
+    /// process sharing the database is not counted).
+    #[cfg(test)]
+    pub(crate) fn commits(&self) -> u64 {
         self.shared.commits.load(Ordering::Acquire)
     }
 

@@ -82,16 +82,17 @@ pub struct ChatTools {
     inbox: Arc<Inbox>,
     pusher: Arc<Pusher>,
     approvals: Option<Arc<Approvals>>,
-    /// The last `read_messages` page per channel. Agents polling a busy
-    /// channel ask for the same page many times between two commits; that
-    /// page is built (an SQLite read, and a JSON tree of every message) once.
+    /// The last `read_messages` page per channel. Agents polling a channel
+    /// ask for the same page many times between two of its messages; that
+    /// page is built (its messages read and rendered) once.
     reads: Mutex<HashMap<String, CachedRead>>,
     tools: ToolTable<ChatTool>,
 }
 
-/// A `read_messages` page, valid while the history has made no commit.
+/// A `read_messages` page, valid while its channel's newest position is
+/// `last_seq`.
 struct CachedRead {
-    commits: u64,
+    last_seq: i64,
     since: Option<Since>,
     limit: usize,
     /// The channel's id and the page's newest position, for read cursors.
@@ -502,9 +503,11 @@ impl ChatTools {
             .as_ref()
             .map(|raw| self.since(&channel, raw))
             .transpose()?;
-        // Loaded before reading: a commit after this makes the entry stale.
-        let commits = self.history.commits();
-        let same = |c: &CachedRead| c.commits == commits && c.since == since && c.limit == limit;
+        // A page changes only when its channel gets a message, from this
+        // process or another sharing the database. Loaded before reading: a
+        // message after this makes the entry stale.
+        let last_seq = self.history.last_seq(channel.key()).map_err(fail)?;
+        let same = |c: &CachedRead| c.last_seq == last_seq && c.since == since && c.limit == limit;
         let cached = self
             .reads()
             .get(channel.name())
@@ -519,10 +522,10 @@ impl ChatTools {
                 let output = messages_output(&channel, &messages, since, more, false);
                 let mut reads = self.reads();
                 if reads.len() >= CACHED_READS {
-                    reads.retain(|_, c| c.commits == commits);
+                    reads.clear();
                 }
                 let entry = CachedRead {
-                    commits,
+                    last_seq,
                     since,
                     limit,
                     newest,
@@ -932,6 +935,41 @@ mod tests {
             assert_eq!(out.structured["messages"].as_array().unwrap().len(), 2);
         });
         history.close();
+    }
+
+    #[test]
+    fn repeated_reads_see_what_another_process_sent() {
+        async fn send(chat: &Chat, text: &str) {
+            let a = args(json!({"channel": "#c", "text": text, "sender": "bob"}));
+            chat.call("send_message", a, &Caller::new("test"))
+                .await
+                .unwrap();
+        }
+        async fn newest(chat: &Chat) -> String {
+            let a = args(json!({"channel": "#c", "limit": 5}));
+            let out = chat.call("read_messages", a, &Caller::new("test")).await;
+            out.unwrap().text.lines().next().unwrap().to_owned()
+        }
+        let rt = runtime();
+        let dir = tempfile::tempdir().unwrap();
+        let location = Location::File(dir.path().join("history.db"));
+        let ours = History::open(&location, Default::default()).unwrap();
+        let theirs = History::open(&location, Default::default()).unwrap();
+        let (our_tools, their_tools) = (tools(&ours), tools(&theirs));
+        rt.block_on(async {
+            send(&our_tools, "first").await;
+            for text in ["second", "third"] {
+                // Read more than once: a repeated page is kept.
+                for _ in 0..3 {
+                    newest(&our_tools).await;
+                }
+                send(&their_tools, text).await;
+                let line = newest(&our_tools).await;
+                assert!(line.ends_with(&format!("<bob> {text}")), "{line}");
+            }
+        });
+        ours.close();
+        theirs.close();
     }
 
     #[test]
