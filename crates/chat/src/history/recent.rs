@@ -36,7 +36,7 @@ pub(super) struct Recent(Mutex<Channels>);
 #[derive(Default)]
 struct Channels {
     runs: HashMap<i64, Run>,
-    /// Ticks once per read served, to find the least recently read run.
+    /// Ticks at every lookup, to find the least recently read run.
     clock: u64,
 }
 
