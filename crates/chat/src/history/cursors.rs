@@ -2,8 +2,9 @@
 //! read up to, and whether the identity has joined the channel.
 //!
 //! The table in memory is the truth while the process runs; the writer thread
-//! writes every change through to the `cursors` table, without making the
-//! reader wait for the commit. Alongside each cursor it keeps the positions
+//! writes changes to the `cursors` table with its next commit (or when idle,
+//! and at shutdown), without making the reader wait for the commit.
+//! Alongside each cursor it keeps the positions
 //! of the identity's own messages after it, so that an unread count — the
 //! channel's newest position minus the cursor minus one's own messages — is
 //! arithmetic, not a scan.
