@@ -1,9 +1,12 @@
-//! The writer thread: the only connection that writes, committing in groups.
+//! The writer: the only connection that writes, committing in groups.
 //!
-//! It takes every operation that is waiting, runs them in one transaction,
-//! and only after the commit updates the cursors, wakes waiters, publishes
-//! the new messages and acknowledges the callers — in that order, so that
-//! whoever hears "stored" finds the message everywhere.
+//! Its thread takes every operation that is waiting, runs them in one
+//! transaction, and only after the commit updates the cursors, wakes
+//! waiters, publishes the new messages and acknowledges the callers — in
+//! that order, so that whoever hears "stored" finds the message everywhere.
+//! An in-memory history's callers run the writer themselves, one operation
+//! at a time, in the same order (see `History::send`); its thread then only
+//! does the idle work below.
 //!
 //! The full-text index follows in batches: FTS5 writes a segment (and
 //! merges segments) at every commit that touched it, which measured as half
@@ -22,7 +25,7 @@
 use std::{
     collections::HashMap,
     sync::{
-        Weak,
+        Arc, Mutex, Weak,
         atomic::Ordering,
         mpsc::{Receiver, RecvTimeoutError, TryRecvError},
     },
@@ -75,6 +78,9 @@ pub(super) enum Op {
         read_seq: i64,
         joined: bool,
     },
+    /// Wakes the thread to wait for the idle moment (see
+    /// [`Writer::thread_must_wake`]).
+    Wake,
 }
 
 pub(super) struct Writer {
@@ -101,29 +107,33 @@ pub(super) struct Writer {
     /// Cursors moved since the last commit: (identity, channel id) ->
     /// (read position, joined); written by the next commit.
     pub(super) unsaved_cursors: HashMap<(String, i64), (i64, bool)>,
+    /// When the writer last took an operation or did its idle work.
+    pub(super) last_activity: Instant,
+    /// Whether the thread sleeps with a deadline for the idle moment.
+    pub(super) thread_waits_for_idle: bool,
 }
 
 impl Writer {
-    pub(super) fn run(mut self, rx: Receiver<Op>) {
+    /// The writer thread: commits what the queue brings, in groups, and the
+    /// index and cursors once nothing has happened for `index_wait`; when
+    /// the queue closes, commits what is left and checkpoints.
+    pub(super) fn run(writer: Arc<Mutex<Writer>>, rx: Receiver<Op>) {
+        let lock = || writer.lock().expect("history writer lock");
         loop {
-            let first = if self.unindexed > 0 || !self.unsaved_cursors.is_empty() {
-                match rx.recv_timeout(self.index_wait) {
+            let idle_in = lock().idle_in();
+            let first = match idle_in {
+                Some(wait) => match rx.recv_timeout(wait) {
                     Ok(op) => op,
                     Err(RecvTimeoutError::Timeout) => {
-                        self.index_wait = if self.commit_group(self.idle_group()) {
-                            INDEX_IDLE
-                        } else {
-                            (self.index_wait * 2).min(INDEX_RETRY_MAX)
-                        };
+                        lock().idle();
                         continue;
                     }
                     Err(RecvTimeoutError::Disconnected) => break,
-                }
-            } else {
-                match rx.recv() {
+                },
+                None => match rx.recv() {
                     Ok(op) => op,
                     Err(_) => break,
-                }
+                },
             };
             let mut group = vec![first];
             while group.len() < MAX_GROUP {
@@ -132,12 +142,61 @@ impl Writer {
                     Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
                 }
             }
-            group.retain_mut(|op| !self.hold_cursor(op));
-            if !group.is_empty() {
-                self.commit_group(group);
-            }
+            lock().take(group);
         }
-        if self.unindexed > 0 || !self.unsaved_cursors.is_empty() {
+        lock().shut_down();
+    }
+
+    /// Runs `group` — a group from the queue, or the one operation of a
+    /// caller committing its own (an in-memory history; see
+    /// [`Writer::thread_must_wake`]).
+    pub(super) fn take(&mut self, mut group: Vec<Op>) {
+        group.retain_mut(|op| !self.hold_cursor(op) && !matches!(op, Op::Wake));
+        if !group.is_empty() {
+            self.commit_group(group);
+        }
+        self.last_activity = Instant::now();
+    }
+
+    /// True, once, when the writer thread sleeps without a deadline while
+    /// there is idle work (left by a caller's own commit): it must be sent
+    /// [`Op::Wake`] to do it later.
+    pub(super) fn thread_must_wake(&mut self) -> bool {
+        let must = self.has_idle_work() && !self.thread_waits_for_idle;
+        self.thread_waits_for_idle |= must;
+        must
+    }
+
+    fn has_idle_work(&self) -> bool {
+        self.unindexed > 0 || !self.unsaved_cursors.is_empty()
+    }
+
+    /// How long the thread may sleep before the idle moment, if there is
+    /// idle work; without any, it sleeps until an operation arrives.
+    fn idle_in(&mut self) -> Option<Duration> {
+        self.thread_waits_for_idle = self.has_idle_work();
+        self.thread_waits_for_idle
+            .then(|| self.index_wait.saturating_sub(self.last_activity.elapsed()))
+    }
+
+    /// Indexes and saves cursors if nothing has happened for `index_wait`
+    /// (a caller may have committed while the thread slept); a failure
+    /// doubles the wait before the next try.
+    fn idle(&mut self) {
+        if self.last_activity.elapsed() < self.index_wait {
+            return;
+        }
+        self.index_wait = if self.commit_group(self.idle_group()) {
+            INDEX_IDLE
+        } else {
+            (self.index_wait * 2).min(INDEX_RETRY_MAX)
+        };
+        self.last_activity = Instant::now();
+    }
+
+    /// Commits what is left and checkpoints the WAL: the writer's last act.
+    fn shut_down(&mut self) {
+        if self.has_idle_work() {
             // A failure is logged; the next start indexes what is left.
             let _ = self.commit_group(self.idle_group());
         }
@@ -249,6 +308,7 @@ impl Writer {
                 Op::SaveCursor { .. } => {
                     self.hold_cursor(op);
                 }
+                Op::Wake => {}
             }
         }
         for ((identity, channel_id), (read_seq, joined)) in &self.unsaved_cursors {
@@ -504,7 +564,7 @@ impl Op {
                 }
             },
             // Held until a commit writes them (see `unsaved_cursors`).
-            Op::SaveCursor { .. } => {}
+            Op::SaveCursor { .. } | Op::Wake => {}
         }
     }
 }
