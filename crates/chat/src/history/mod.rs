@@ -41,7 +41,7 @@ use std::{
     collections::HashMap,
     path::{Path, PathBuf},
     sync::{
-        Arc, Mutex, OnceLock,
+        Arc, Mutex, OnceLock, Weak,
         atomic::{AtomicBool, AtomicU64, Ordering},
         mpsc::{self, Receiver, Sender},
     },
@@ -305,8 +305,9 @@ struct Shared {
     commits: AtomicU64,
     writer: Mutex<Option<Sender<Op>>>,
     /// An in-memory history's writer, which callers run themselves (see
-    /// [`History::send`]); set when it starts.
-    inline: OnceLock<Arc<Mutex<Writer>>>,
+    /// [`History::send`]); set when it starts. Its thread holds the only
+    /// strong reference, so the database closes when the thread ends.
+    inline: OnceLock<Weak<Mutex<Writer>>>,
     /// The writer's end of the queue until [`History::start`] hands it to
     /// the writer thread.
     unstarted: Mutex<Option<Receiver<Op>>>,
@@ -496,14 +497,14 @@ impl History {
             }
         };
         let writer = Arc::new(Mutex::new(writer));
-        let thread_writer = Arc::clone(&writer);
+        let inline = Arc::downgrade(&writer);
         let handle = std::thread::Builder::new()
             .name("history-writer".into())
-            .spawn(move || Writer::run(thread_writer, rx))
+            .spawn(move || Writer::run(writer, rx))
             .map_err(HistoryError::Thread)?;
         if !self.shared.open.file {
             // Set once: this is the only start that got the queue's end.
-            let _ = self.shared.inline.set(writer);
+            let _ = self.shared.inline.set(inline);
         }
         *self
             .shared
@@ -575,7 +576,11 @@ impl History {
         let Some(inline) = self.shared.inline.get() else {
             return queue.send(op).map_err(|refused| refused.0);
         };
-        let mut writer = inline.lock().expect("history writer lock");
+        // Gone only if the thread died: then the history is closed.
+        let Some(writer) = inline.upgrade() else {
+            return Err(op);
+        };
+        let mut writer = writer.lock().expect("history writer lock");
         writer.take(vec![op]);
         if writer.thread_must_wake() {
             // The thread ends only once the queue is closed, and it is not.
@@ -1365,6 +1370,25 @@ pub(crate) mod tests {
             }]
         );
         reopened.close();
+    }
+
+    #[test]
+    fn closing_an_in_memory_history_frees_its_database() {
+        let rt = runtime();
+        let history = History::open(&Location::Memory, Durability::Full).unwrap();
+        rt.block_on(history.append(vec![msg("#a", "bob", "one")]))
+            .unwrap();
+        let target = history.shared.open.target.clone();
+        let tables = || {
+            let conn = history.shared.open.open().unwrap();
+            conn.query_row("SELECT count(*) FROM sqlite_master", [], |row| {
+                row.get::<_, i64>(0)
+            })
+            .unwrap()
+        };
+        assert!(tables() > 0, "{target} has no tables while open");
+        history.close();
+        assert_eq!(tables(), 0, "{target} still holds the history after close");
     }
 
     #[test]
