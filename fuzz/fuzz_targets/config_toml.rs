@@ -8,5 +8,5 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    switchboard_fuzz::fuzzing::config_toml(data);
+    switchboard::fuzzing::config_toml(data);
 });

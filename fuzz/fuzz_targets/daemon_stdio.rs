@@ -9,5 +9,5 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    switchboard_fuzz::fuzzing::daemon_stdio(data);
+    switchboard::fuzzing::daemon_stdio(data);
 });

@@ -1,8 +1,6 @@
 //! The bodies of the `daemon_stdio` and `config_toml` fuzz targets (`fuzz/`
-//! at the repository root). This crate is a binary, so the fuzz workspace
-//! compiles its modules into a library of its own with `#[path]`
-//! (`fuzz/src/lib.rs`); here the module is built for the tests only, which
-//! replay the seed corpora on a stable toolchain.
+//! at the repository root), public with the `fuzzing` feature; the tests
+//! here replay their seed corpora on a stable toolchain.
 
 use std::{path::PathBuf, time::Duration};
 
