@@ -4,19 +4,19 @@
 //! allocator and calls it. Nothing else is public but `fuzzing`, behind the
 //! `fuzzing` feature.
 //!
-//! - [`cli`] — the command line.
-//! - [`config`] — defaults, file, environment and flags, layered.
-//! - [`serve`] — assembles toolsets and transports and runs until shutdown.
-//! - [`mcp`] — the MCP server handler over the tool registry.
-//! - [`profiles`] — the embedded profiles (`--profile NAME`).
-//! - [`transport`] — stdio, Streamable HTTP, legacy SSE.
+//! - `cli` — the command line.
+//! - `config` — defaults, file, environment and flags, layered.
+//! - `serve` — assembles toolsets and transports and runs until shutdown.
+//! - `mcp` — the MCP server handler over the tool registry.
+//! - `profiles` — the embedded profiles (`--profile NAME`).
+//! - `transport` — stdio, Streamable HTTP, legacy SSE.
 //! - `switchboard shim` is the `switchboard-shim` crate (and binary).
-//! - [`terminal`] — `switchboard tail` and `say`, for a human at a terminal.
-//! - [`backup`] — `switchboard backup`: a consistent copy of the history
+//! - `terminal` — `switchboard tail` and `say`, for a human at a terminal.
+//! - `backup` — `switchboard backup`: a consistent copy of the history
 //!   while the daemon runs.
-//! - [`packaging`] — `switchboard completions` and `man`, generated from the
+//! - `packaging` — `switchboard completions` and `man`, generated from the
 //!   CLI definitions.
-//! - [`token`] — `switchboard token new`: a fresh secret for `[[http.tokens]]`.
+//! - `token` — `switchboard token new`: a fresh secret for `[[http.tokens]]`.
 //! - `fuzzing` — the bodies of the `daemon_stdio` and `config_toml` fuzz
 //!   targets (with the `fuzzing` feature, which `fuzz/` enables, and in
 //!   tests, which replay their seed corpora).
