@@ -663,8 +663,16 @@ async fn two_hosts_on_default_settings_take_distinct_observer_nicks() {
         Host::start("a", network.server(0), None),
         Host::start("b", network.server(1), None),
     );
-    let (observer_a, observer_b) = tokio::join!(a.observer(), b.observer());
-    assert_ne!(observer_a, observer_b);
+    // Until the servers have compared notes, both observers may hold the
+    // default nick; the collision renames them and they claim nicks back,
+    // and only then are the two apart.
+    let (observer_a, observer_b) = eventually(WAIT, "two distinct observer nicks", || async {
+        match tokio::join!(a.observer(), b.observer()) {
+            (a, b) if a == b => Err(format!("both observers are {a}")),
+            nicks => Ok(nicks),
+        }
+    })
+    .await;
     for nick in [&observer_a, &observer_b] {
         assert!(
             nick.starts_with("switchboard"),
