@@ -42,7 +42,7 @@ use std::{
     path::{Path, PathBuf},
     sync::{
         Arc, Mutex, OnceLock, Weak,
-        atomic::{AtomicBool, AtomicU64, Ordering},
+        atomic::{AtomicBool, Ordering},
         mpsc::{self, Receiver, Sender},
     },
     thread::JoinHandle,
@@ -190,6 +190,14 @@ fn push_digits(out: &mut Vec<u8>, n: u32, width: u32) {
     }
 }
 
+/// Where a channel's stored history ends: its row and its newest position
+/// (0 while it has no message).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Tip {
+    pub(crate) channel_id: i64,
+    pub(crate) seq: i64,
+}
+
 /// Where a read of a channel starts (`since`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Since {
@@ -301,8 +309,9 @@ pub struct History {
 }
 
 struct Shared {
-    /// Counts the commits; see [`History::commits`].
-    commits: AtomicU64,
+    /// Counts the commits, for tests; see [`History::commits`].
+    #[cfg(test)]
+    commits: std::sync::atomic::AtomicU64,
     writer: Mutex<Option<Sender<Op>>>,
     /// An in-memory history's writer, which callers run themselves (see
     /// [`History::send`]); set when it starts. Its thread holds the only
@@ -452,7 +461,8 @@ impl History {
         let (tx, rx) = mpsc::channel();
         let history = Self {
             shared: Arc::new(Shared {
-                commits: AtomicU64::new(0),
+                #[cfg(test)]
+                commits: std::sync::atomic::AtomicU64::new(0),
                 writer: Mutex::new(Some(tx)),
                 inline: OnceLock::new(),
                 unstarted: Mutex::new(Some(rx)),
@@ -656,78 +666,85 @@ impl History {
     /// without `since`, the newest `limit`; after a position, the `limit`
     /// right after it, so a reader following the channel pages forward and
     /// skips nothing; after a time, the newest `limit` of those later.
-    ///
-    /// By position, the database says which positions the page holds, and
-    /// the page comes from memory (`recent`) when it has them all.
     pub fn read(
         &self,
         channel_key: &str,
         since: Option<Since>,
         limit: usize,
     ) -> Result<Vec<Message>, HistoryError> {
+        let after = match since {
+            Some(Since::Time(t)) => {
+                return self
+                    .with_reader(|conn| read_after_time(conn, channel_key, t, limit as i64));
+            }
+            Some(Since::Seq(after)) => Some(after),
+            None => None,
+        };
+        match self.tip(channel_key)? {
+            Some(tip) => self.read_to(tip, after, limit),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// The page [`History::read`] gives by position (after `after`, or the
+    /// newest) of a channel whose newest message was at `tip`: what came
+    /// after `tip` is left for the next read. Served from memory
+    /// (`recent`) when it holds every position of the page.
+    pub(crate) fn read_to(
+        &self,
+        tip: Tip,
+        after: Option<i64>,
+        limit: usize,
+    ) -> Result<Vec<Message>, HistoryError> {
         let limit = limit as i64;
+        let (from, to) = match after {
+            None => ((tip.seq - limit + 1).max(1), tip.seq),
+            Some(after) => (
+                after.saturating_add(1),
+                tip.seq.min(after.saturating_add(limit)),
+            ),
+        };
+        if from > to {
+            return Ok(Vec::new());
+        }
+        if let Some(page) = self.shared.recent.get(tip.channel_id, from, to) {
+            return Ok(page);
+        }
+        let page: Vec<Message> = self.with_reader(|conn| {
+            conn.prepare_cached(select_messages!(
+                "FROM channels c JOIN messages m ON m.channel_id = c.id
+                  WHERE c.id = ?1 AND m.seq BETWEEN ?2 AND ?3 ORDER BY m.seq DESC"
+            ))?
+            .query_map(params![tip.channel_id, from, to], message_row)?
+            .collect()
+        })?;
+        self.shared.recent.fill(&page);
+        Ok(page)
+    }
+
+    /// Where `channel`'s (by key) stored history ends; `None` when the
+    /// channel is not stored. Read from the database, so a position a
+    /// reader has just seen is never newer than this.
+    pub(crate) fn tip(&self, channel_key: &str) -> Result<Option<Tip>, HistoryError> {
         self.with_reader(|conn| {
-            let after = match since {
-                Some(Since::Time(t)) => return read_after_time(conn, channel_key, t, limit),
-                Some(Since::Seq(after)) => Some(after),
-                None => None,
-            };
-            let newest: Option<(i64, i64)> = conn
-                .prepare_cached(
-                    "SELECT c.id, coalesce((SELECT max(seq) FROM messages WHERE channel_id = c.id), 0)
-                       FROM channels c WHERE c.key = ?1",
-                )?
-                .query_row([channel_key], |row| Ok((row.get(0)?, row.get(1)?)))
-                .optional()?;
-            let Some((channel_id, last)) = newest else {
-                return Ok(Vec::new());
-            };
-            let (from, to) = match after {
-                None => ((last - limit + 1).max(1), last),
-                Some(after) => (after.saturating_add(1), last.min(after.saturating_add(limit))),
-            };
-            if from > to {
-                return Ok(Vec::new());
-            }
-            if let Some(page) = self.shared.recent.get(channel_id, from, to) {
-                return Ok(page);
-            }
-            let page = match after {
-                None => conn
-                    .prepare_cached(select_messages!(
-                        "FROM channels c JOIN messages m ON m.channel_id = c.id
-                          WHERE c.id = ?1 ORDER BY m.seq DESC LIMIT ?2"
-                    ))?
-                    .query_map(params![channel_id, limit], message_row)?
-                    .collect::<Result<Vec<_>, _>>()?,
-                Some(after) => {
-                    let mut page: Vec<Message> = conn
-                        .prepare_cached(select_messages!(
-                            "FROM channels c JOIN messages m ON m.channel_id = c.id
-                              WHERE c.id = ?1 AND m.seq > ?2 ORDER BY m.seq LIMIT ?3"
-                        ))?
-                        .query_map(params![channel_id, after, limit], message_row)?
-                        .collect::<Result<_, _>>()?;
-                    page.reverse();
-                    page
-                }
-            };
-            self.shared.recent.fill(&page);
-            Ok(page)
+            conn.prepare_cached(
+                "SELECT c.id, coalesce((SELECT max(seq) FROM messages WHERE channel_id = c.id), 0)
+                   FROM channels c WHERE c.key = ?1",
+            )?
+            .query_row([channel_key], |row| {
+                Ok(Tip {
+                    channel_id: row.get(0)?,
+                    seq: row.get(1)?,
+                })
+            })
+            .optional()
         })
     }
 
     /// The position of `channel`'s (by key) newest message; 0 when it has
-    /// none. Read from the database, so a position a reader has just seen is
-    /// never newer than this.
+    /// none.
     pub(crate) fn last_seq(&self, channel_key: &str) -> Result<i64, HistoryError> {
-        self.with_reader(|conn| {
-            conn.prepare_cached(
-                "SELECT coalesce((SELECT max(seq) FROM messages
-                   WHERE channel_id = (SELECT id FROM channels WHERE key = ?1)), 0)",
-            )?
-            .query_row([channel_key], |row| row.get(0))
-        })
+        Ok(self.tip(channel_key)?.map_or(0, |tip| tip.seq))
     }
 
     /// The time of `channel`'s (by key) newest message, if it has any.

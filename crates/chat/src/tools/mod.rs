@@ -34,7 +34,7 @@ use crate::{
     access::Access,
     approvals::{self, ApprovalSettings, Approvals},
     backend::ChatBackend,
-    history::{History, Message, SenderKind, Since, iso},
+    history::{History, Message, SenderKind, Since, Tip, iso},
     inbox::Inbox,
     names::{Channel, Nick, nick_for_process},
     push::{PushMode, PushSettings, Pusher},
@@ -391,13 +391,13 @@ impl ChatTools {
             .map(|r| r.id))
     }
 
-    /// Parses `since` for `channel` and checks that a reader could have seen
-    /// it: a position up to the channel's newest, a time not in the future.
-    fn since(&self, channel: &Channel, raw: &Value) -> Result<Since, ToolError> {
+    /// Parses `since` for `channel`, whose newest position is `newest`, and
+    /// checks that a reader could have seen it: a position up to the newest,
+    /// a time not in the future.
+    fn since(&self, channel: &Channel, raw: &Value, newest: i64) -> Result<Since, ToolError> {
         let since = format::parse_since(raw)?;
         match since {
             Since::Seq(seq) => {
-                let newest = self.history.last_seq(channel.key()).map_err(fail)?;
                 if seq > newest {
                     return Err(ToolError::new(format!(
                         "since {seq} is after {channel}'s newest message (seq {newest}); pass the seq of a message you have seen, or 0 for the start"
@@ -418,18 +418,24 @@ impl ChatTools {
         Ok(since)
     }
 
-    /// A page of `channel` after `since` (see [`History::read`]), and
-    /// whether more follow it (after a position only).
+    /// A page of `channel`, whose stored history ends at `tip`, after
+    /// `since` (see [`History::read`]), and whether more follow it (after a
+    /// position only).
     fn read_page(
         &self,
         channel: &Channel,
+        tip: Option<Tip>,
         since: Option<Since>,
         limit: usize,
     ) -> Result<(Vec<Message>, bool), ToolError> {
-        let mut messages = self
-            .history
-            .read(channel.key(), since, page_size(since, limit))
-            .map_err(fail)?;
+        let size = page_size(since, limit);
+        let mut messages = match (since, tip) {
+            (Some(Since::Time(_)), _) => self.history.read(channel.key(), since, size),
+            (_, None) => Ok(Vec::new()),
+            (Some(Since::Seq(after)), Some(tip)) => self.history.read_to(tip, Some(after), size),
+            (None, Some(tip)) => self.history.read_to(tip, None, size),
+        }
+        .map_err(fail)?;
         let more = trim_page(&mut messages, since, limit);
         Ok((messages, more))
     }
@@ -498,15 +504,16 @@ impl ChatTools {
             return self.read_inbox(&me, limit, false, &self.access(caller));
         };
         let channel = self.channel_for(raw, &self.access(caller))?;
+        // A page changes only when its channel gets a message, from this
+        // process or another sharing the database: the page is read up to
+        // this tip and kept under its position.
+        let tip = self.history.tip(channel.key()).map_err(fail)?;
+        let last_seq = tip.map_or(0, |tip| tip.seq);
         let since = p
             .since
             .as_ref()
-            .map(|raw| self.since(&channel, raw))
+            .map(|raw| self.since(&channel, raw, last_seq))
             .transpose()?;
-        // A page changes only when its channel gets a message, from this
-        // process or another sharing the database. Loaded before reading: a
-        // message after this makes the entry stale.
-        let last_seq = self.history.last_seq(channel.key()).map_err(fail)?;
         let same = |c: &CachedRead| c.last_seq == last_seq && c.since == since && c.limit == limit;
         let cached = self
             .reads()
@@ -517,7 +524,7 @@ impl ChatTools {
             Some((Some(hit), newest)) => (hit, newest),
             cached => {
                 let repeated = cached.is_some();
-                let (messages, more) = self.read_page(&channel, since, limit)?;
+                let (messages, more) = self.read_page(&channel, tip, since, limit)?;
                 let newest = messages.first().map(|m| (m.channel_id, m.seq));
                 let output = messages_output(&channel, &messages, since, more, false);
                 let mut reads = self.reads();
@@ -539,9 +546,9 @@ impl ChatTools {
             match newest {
                 Some((channel_id, seq)) => self.read_up_to(&me, channel_id, seq)?,
                 None => {
-                    if let Some(id) = self.channel_id(&channel)? {
+                    if let Some(tip) = tip {
                         let map = self.backend.rules().casemapping;
-                        self.inbox.join(&me, map, id).map_err(fail)?;
+                        self.inbox.join(&me, map, tip.channel_id).map_err(fail)?;
                     }
                 }
             }
@@ -673,17 +680,15 @@ impl ChatTools {
         };
         let me = self.me(p.nick.as_deref(), caller)?;
         let channel = self.channel_for(raw, &self.access(caller))?;
+        let newest = self.history.last_seq(channel.key()).map_err(fail)?;
         let asked = p
             .since
             .as_ref()
-            .map(|raw| self.since(&channel, raw))
+            .map(|raw| self.since(&channel, raw, newest))
             .transpose()?;
         // By default, whatever is recorded after the call: by position, so
         // a line replayed with an older time meanwhile is not missed.
-        let since = match asked {
-            Some(since) => since,
-            None => Since::Seq(self.history.last_seq(channel.key()).map_err(fail)?),
-        };
+        let since = asked.unwrap_or(Since::Seq(newest));
         let limit = READ_DEFAULT as usize;
         let mut messages = self
             .history
