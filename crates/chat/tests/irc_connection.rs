@@ -314,6 +314,46 @@ async fn a_nick_the_server_changes_is_reported_then_claimed_back() {
     .await;
 }
 
+#[tokio::test]
+async fn a_renamed_connection_claims_its_nick_back_at_a_random_moment() {
+    // Two observers renamed by one collision (the same nick on two servers
+    // that just met) must not claim it back in step, or they collide again.
+    let (listener, port) = listener().await;
+    let conn = Connection::spawn(
+        endpoint(port, Duration::from_secs(5)),
+        identity("obs", None, true),
+        None,
+    );
+    let mut peer = Peer::accept(&listener).await;
+    peer.welcome("obs").await;
+    conn.ready().await.unwrap();
+    let mut delays = Vec::new();
+    for round in 0..4 {
+        let uid = format!("0AAAAAAA{round}");
+        let renamed = std::time::Instant::now();
+        peer.send(format!(":obs!u@h NICK :{uid}\r\n").as_bytes())
+            .await;
+        peer.until("NICK obs").await;
+        delays.push(renamed.elapsed());
+        peer.send(format!(":{uid}!u@h NICK :obs\r\n").as_bytes())
+            .await;
+        wait_status(
+            &conn,
+            |s| matches!(s, Status::Registered { nick } if nick == "obs"),
+        )
+        .await;
+    }
+    let (min, max) = (delays.iter().min().unwrap(), delays.iter().max().unwrap());
+    assert!(
+        *max < Duration::from_secs(3),
+        "a claim waited {max:?}: {delays:?}"
+    );
+    assert!(
+        *max - *min > Duration::from_millis(20),
+        "four renames were claimed back after nearly the same delay: {delays:?}"
+    );
+}
+
 /// A server that offers `draft/chathistory` with `limit` messages a page:
 /// registers the observer `obs` and answers its JOIN of `#ops`.
 async fn history_server_session(listener: &TcpListener, limit: usize) -> Peer {

@@ -38,6 +38,12 @@ const MAX_QUEUED_LINES: usize = 10_000;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const KEEPALIVE_IDLE: Duration = Duration::from_secs(90);
 const KEEPALIVE_GRACE: Duration = Duration::from_secs(60);
+/// After the server renames us, the nick is claimed back at a random moment
+/// within this window: two observers renamed by the same collision (same
+/// nick on two servers that just met) would otherwise claim the same nick
+/// at the same instant on their own servers and collide again, round after
+/// round.
+const RECLAIM_WINDOW: Duration = Duration::from_secs(1);
 
 /// Where and how to connect, shared by every connection of a backend.
 #[derive(Debug, Clone)]
@@ -492,6 +498,7 @@ impl Actor {
             last_heard: Instant::now(),
             pinged: false,
             reclaiming: None,
+            reclaim_at: None,
         };
         let deadline = Instant::now() + endpoint.register_timeout;
         let register = session.register(&endpoint, &self.identity, &self.fallbacks);
@@ -544,6 +551,7 @@ impl Actor {
         loop {
             s.flush_ready().await?;
             let wake = s.next_write_at();
+            let reclaim_at = s.reclaim_at;
             let keepalive = s.last_heard
                 + if s.pinged {
                     KEEPALIVE_GRACE
@@ -595,6 +603,10 @@ impl Actor {
                     Some(Request::Command(line)) => s.enqueue(Ok(line)),
                 },
                 () = sleep_until_opt(wake) => {}
+                () = sleep_until_opt(reclaim_at) => {
+                    s.reclaim_at = None;
+                    self.claim(s);
+                }
                 () = tokio::time::sleep_until(keepalive) => {
                     if s.pinged {
                         return Err(ConnError::Closed("no reply to PING (ping timeout)".into()));
@@ -672,9 +684,9 @@ impl Actor {
                     .send_replace(Status::Registered { nick: new.clone() });
                 let ours = self.nicks().any(|n| n == new.as_str());
                 s.reclaiming = if ours { None } else { Some(0) };
+                s.reclaim_at = (!ours).then(|| Instant::now() + reclaim_delay());
                 if !ours {
                     tracing::info!(nick = %new, "the IRC server renamed this connection; claiming a nick of its own back");
-                    self.claim(s);
                 }
             }
             Command::Response(Response::ERR_NICKNAMEINUSE | Response::ERR_ERRONEOUSNICKNAME, _)
@@ -740,6 +752,12 @@ pub(super) fn classify_error(text: &str) -> ConnError {
     }
 }
 
+/// A random moment within [`RECLAIM_WINDOW`] from now.
+fn reclaim_delay() -> Duration {
+    let window = RECLAIM_WINDOW.as_micros() as u64;
+    Duration::from_micros(uuid::Uuid::new_v4().as_u64_pair().0 % window)
+}
+
 async fn sleep_until_opt(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
@@ -780,6 +798,8 @@ struct Session {
     /// collision across servers leaves the UID), the index of the nick
     /// being claimed back among the identity's and its fallbacks.
     reclaiming: Option<usize>,
+    /// When to start claiming back (see [`RECLAIM_WINDOW`]).
+    reclaim_at: Option<Instant>,
 }
 
 impl Session {
