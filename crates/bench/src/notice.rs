@@ -14,6 +14,10 @@
 //!   connections each blocked in `wait_for_messages` on one channel; one
 //!   message from another connection wakes them all; latency from its
 //!   acknowledgement to each reply, and the daemon's RSS per waiting call.
+//! - **Across processes**: two `serve --stdio --data-dir DIR` sharing one
+//!   history file; one blocked in `wait_for_messages`, the other sends;
+//!   latency from the send's acknowledgement to the wait's reply, over
+//!   [`CROSS_ROUNDS`] rounds.
 //! - **Unread counts**: `list_channels` for an agent in [`CHANNELS`] (100)
 //!   channels of [`Plan::channel_messages`] messages each (100,000), its
 //!   read cursors halfway, sequential stdio round trips; the history is
@@ -62,6 +66,9 @@ const READER: &str = "reader";
 const FAN_OUT_P50_MS: f64 = 5.0;
 const FAN_OUT_P99_MS: f64 = 50.0;
 const WAKE_P99_MS: f64 = 100.0;
+/// Sends of the cross-process wake-up.
+const CROSS_ROUNDS: usize = 50;
+const CROSS_P99_MS: f64 = 50.0;
 const SESSION_KIB: f64 = 64.0;
 const LIST_P50_MS: f64 = 2.0;
 const CALL: Duration = Duration::from_secs(60);
@@ -74,6 +81,7 @@ pub async fn section(
     fan_out(switchboard, plan, report).await?;
     subscribed_memory(switchboard, report).await?;
     blocked_waits(switchboard, report).await?;
+    cross_process_waits(switchboard, report).await?;
     unread_counts(switchboard, plan, report).await
 }
 
@@ -345,6 +353,80 @@ async fn blocked_waits(switchboard: &Switchboard, report: &mut Report) -> anyhow
         Target::AtMost(SESSION_KIB),
     ));
     daemon.stop().await
+}
+
+/// `serve --stdio` over `dir`, handshaken.
+async fn stdio_on(
+    switchboard: &Switchboard,
+    dir: &Path,
+) -> anyhow::Result<(tokio::process::Child, StdioConnection)> {
+    let mut cmd = tokio::process::Command::from(switchboard.command(&["--stdio"], Data::Dir(dir)));
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true);
+    let mut child = cmd
+        .spawn()
+        .context("cannot start switchboard serve --stdio")?;
+    let connection = StdioConnection::open(&mut child).await?;
+    Ok((child, connection))
+}
+
+async fn cross_process_waits(switchboard: &Switchboard, report: &mut Report) -> anyhow::Result<()> {
+    eprintln!(
+        "- wake-up across processes: two serve --stdio sharing a data dir, {CROSS_ROUNDS} sends"
+    );
+    let dir = tempfile::tempdir()?;
+    let (_waiter_child, waiter) = stdio_on(switchboard, dir.path()).await?;
+    let (_sender_child, sender) = stdio_on(switchboard, dir.path()).await?;
+    let mut sending = sender.client.clone();
+    let send = |i: usize| {
+        rpc::tool_params(
+            "send_message",
+            json!({"channel": "#cross", "text": format!("ping {i}"), "sender": "bell"}),
+        )
+    };
+    sending.request("tools/call", &send(0)).await?.ok()?;
+    let mut samples = Vec::with_capacity(CROSS_ROUNDS);
+    for i in 1..=CROSS_ROUNDS {
+        let mut waiting = waiter.client.clone();
+        let wait = tokio::spawn(async move {
+            let args = json!({"channel": "#cross", "timeout_s": 20});
+            let reply = waiting
+                .request("tools/call", &rpc::tool_params("wait_for_messages", args))
+                .await;
+            (Instant::now(), reply)
+        });
+        // The wait is parked well within this.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        sending.request("tools/call", &send(i)).await?.ok()?;
+        let acked = Instant::now();
+        let (at, reply) = wait.await?;
+        let reply = reply?.ok()?;
+        ensure!(
+            reply.text.contains(&format!("ping {i}")),
+            "the wait returned without the other process's message: {:.300}",
+            reply.text
+        );
+        samples.push(at.saturating_duration_since(acked));
+    }
+    let ms = millis(&samples);
+    report.rows.push(
+        Row::new(
+            "wait_for_messages woken by a send in another serve --stdio sharing the data dir (p99)",
+            percentile(&ms, 99.0),
+            Unit::Millis,
+            Target::AtMost(CROSS_P99_MS),
+        )
+        .detail(format!(
+            "p50 {}, {} sends",
+            Unit::Millis.show(percentile(&ms, 50.0)),
+            samples.len()
+        )),
+    );
+    drop(sending);
+    sender.close().await?;
+    waiter.close().await
 }
 
 async fn unread_counts(

@@ -124,6 +124,69 @@ async fn a_stdio_session_is_pushed_mentions_from_another_agent() {
     bob.close().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stdio_sessions_sharing_a_data_dir_notice_each_others_messages() {
+    // Two agents, each with its own `serve --stdio`, one history file.
+    let dir = tempfile::tempdir().unwrap();
+    let data_dir = dir.path().to_str().unwrap();
+    let bob = RawClient::spawn(command(&[
+        "--stdio",
+        "--data-dir",
+        data_dir,
+        "--nick",
+        "bob",
+    ]));
+    bob.initialize().await;
+    let alice = stdio_client(
+        &["--data-dir", data_dir, "--nick", "alice"],
+        ProtocolVersion::V_2025_11_25,
+    )
+    .await;
+
+    // bob waits on his inbox; alice's mention in the other process wakes
+    // the wait and is pushed into bob's session.
+    let started = std::time::Instant::now();
+    let (woken, ()) = tokio::join!(
+        bob.call("wait_for_messages", json!({"timeout_s": 20})),
+        async {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            send(&alice, "#dev", "alice", "bob: the build is red").await;
+        }
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "the wait ran to its timeout: {woken}"
+    );
+    assert!(
+        result_text(&woken).ends_with("] <alice> bob: the build is red"),
+        "{woken}"
+    );
+    let pushed = bob.wait_for(CHANNEL, 1, Duration::from_secs(5)).await;
+    assert_eq!(pushed.len(), 1, "stderr:\n{}", bob.stderr());
+    assert_eq!(pushed[0].1["params"]["content"], "bob: the build is red");
+
+    // alice follows #dev from its newest message; bob's answer in his
+    // process wakes her wait.
+    let newest = call(&alice, "read_messages", json!({"channel": "#dev"})).await;
+    let seq = newest.structured_content.as_ref().unwrap()["messages"][0]["seq"].clone();
+    assert!(seq.is_i64(), "{newest:?}");
+    let (followed, _) = tokio::join!(
+        call(
+            &alice,
+            "wait_for_messages",
+            json!({"channel": "#dev", "since": seq, "timeout_s": 20})
+        ),
+        async {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            bob.call("send_message", json!({"channel": "#dev", "text": "on it"}))
+                .await
+        }
+    );
+    assert_eq!(texts(&followed), ["on it"]);
+    alice.cancel().await.unwrap();
+    bob.close().await;
+}
+
 /// A config file in `dir` with `text`; returns its path.
 fn config(dir: &Path, text: &str) -> String {
     let path = dir.join("switchboard.toml");

@@ -59,8 +59,10 @@ use crate::names::Channel;
 
 mod backup;
 mod cursors;
+mod file_changes;
 mod recent;
 mod schema;
+mod tail;
 mod writer;
 
 pub use backup::{Backup, BackupError, backup_file};
@@ -331,6 +333,11 @@ struct Shared {
     recent: recent::Recent,
     /// Every committed message, in commit order, batch by batch.
     feed: broadcast::Sender<Arc<[Message]>>,
+    /// The newest message told to the feed and the rest (see `tail`).
+    published: tail::Published,
+    /// A history on disk: what stops the thread that looks for other
+    /// processes' commits, and the thread.
+    tail: Mutex<Option<(file_changes::Stop, JoinHandle<()>)>>,
 }
 
 /// How to open a connection to this history's database.
@@ -475,6 +482,8 @@ impl History {
                 cursors: Cursors::default(),
                 recent: recent::Recent::default(),
                 feed: broadcast::channel(FEED_CAPACITY).0,
+                published: tail::Published::default(),
+                tail: Mutex::new(None),
             }),
         };
         if history.shared.open.file {
@@ -512,7 +521,9 @@ impl History {
             .name("history-writer".into())
             .spawn(move || Writer::run(writer, rx))
             .map_err(HistoryError::Thread)?;
-        if !self.shared.open.file {
+        if self.shared.open.file {
+            self.start_tail()?;
+        } else {
             // Set once: this is the only start that got the queue's end.
             let _ = self.shared.inline.set(inline);
         }
@@ -523,6 +534,20 @@ impl History {
             .expect("writer thread lock") = Some(handle);
         self.shared.started.store(true, Ordering::Release);
         tracing::debug!(database = %self.shared.open.target, "history opened");
+        Ok(())
+    }
+
+    /// Starts the thread that tells this process of other processes'
+    /// commits (see `tail`).
+    fn start_tail(&self) -> Result<(), HistoryError> {
+        let conn = self.shared.open.open()?;
+        let (stop, changes) = file_changes::watch(Path::new(&self.shared.open.target));
+        let shared = Arc::downgrade(&self.shared);
+        let handle = std::thread::Builder::new()
+            .name("history-tail".into())
+            .spawn(move || tail::run(shared, conn, changes))
+            .map_err(HistoryError::Thread)?;
+        *self.shared.tail.lock().expect("tail lock") = Some((stop, handle));
         Ok(())
     }
 
@@ -540,6 +565,11 @@ impl History {
             .optional()?
             .unwrap_or(0);
         load_cursors(&conn, &self.shared.cursors)?;
+        let newest_id: i64 =
+            conn.query_row("SELECT coalesce(max(id), 0) FROM messages", [], |row| {
+                row.get(0)
+            })?;
+        self.shared.published.start_after(newest_id);
         // A process that stopped without indexing its last messages left
         // them for the writer's first idle moment.
         let behind: bool = conn.query_row(UNINDEXED_EXIST, [], |row| row.get(0))?;
@@ -1062,6 +1092,11 @@ impl History {
     /// closes the database. Waiters are released. Idempotent.
     pub fn close(&self) {
         self.release_waiters();
+        let tail = self.shared.tail.lock().expect("tail lock").take();
+        if let Some((stop, handle)) = tail {
+            drop(stop);
+            let _ = handle.join();
+        }
         self.shared.writer.lock().expect("writer lock").take();
         self.shared.unstarted.lock().expect("unstarted lock").take();
         let handle = self
@@ -1998,6 +2033,88 @@ pub(crate) mod tests {
         let texts: Vec<&str> = newest.iter().map(|m| m.text.as_str()).collect();
         assert_eq!(texts, ["ours last", "ours 8", "theirs 8"]);
         assert!(newest.iter().all(|m| m.channel == "#General"));
+        ours.close();
+        theirs.close();
+    }
+
+    #[test]
+    fn a_wait_is_woken_by_a_message_another_process_commits() {
+        let rt = runtime();
+        let dir = tempfile::tempdir().unwrap();
+        let location = Location::File(dir.path().join("history.db"));
+        let ours = History::open(&location, Durability::Normal).unwrap();
+        let theirs = History::open(&location, Durability::Normal).unwrap();
+        rt.block_on(ours.append(vec![msg("#a", "ann", "before")]))
+            .unwrap();
+        let since = Since::Seq(ours.last_seq("#a").unwrap());
+        let waiting = {
+            let ours = ours.clone();
+            rt.spawn(async move {
+                ours.wait_newer("#a", since, 10, Duration::from_secs(20))
+                    .await
+            })
+        };
+        std::thread::sleep(Duration::from_millis(100));
+        rt.block_on(theirs.append(vec![msg("#a", "bob", "from another process")]))
+            .unwrap();
+        let woken = rt.block_on(waiting).unwrap().unwrap();
+        let texts: Vec<&str> = woken.iter().map(|m| m.text.as_str()).collect();
+        assert_eq!(texts, ["from another process"]);
+        ours.close();
+        theirs.close();
+    }
+
+    #[test]
+    fn the_feed_tells_every_message_of_every_process_once_in_order() {
+        let rt = runtime();
+        let dir = tempfile::tempdir().unwrap();
+        let location = Location::File(dir.path().join("history.db"));
+        let ours = History::open(&location, Durability::Normal).unwrap();
+        let theirs = History::open(&location, Durability::Normal).unwrap();
+        let mut feed = ours.feed();
+        let senders: Vec<_> = [&ours, &theirs]
+            .into_iter()
+            .enumerate()
+            .map(|(who, history)| {
+                let history = history.clone();
+                rt.spawn(async move {
+                    for i in 0..150 {
+                        let channel = ["#a", "#b"][i % 2];
+                        let text = format!("{who}/{i}");
+                        history
+                            .append(vec![msg(channel, "bob", &text)])
+                            .await
+                            .unwrap();
+                    }
+                })
+            })
+            .collect();
+        for sender in senders {
+            rt.block_on(sender).unwrap();
+        }
+        let mut told: Vec<i64> = Vec::new();
+        rt.block_on(async {
+            while told.len() < 300 {
+                let batch = tokio::time::timeout(Duration::from_secs(10), feed.recv())
+                    .await
+                    .unwrap_or_else(|_| panic!("the feed stopped at {} of 300", told.len()))
+                    .unwrap();
+                told.extend(batch.iter().map(|m| m.id));
+            }
+        });
+        let stored: Vec<i64> = Connection::open(dir.path().join("history.db"))
+            .unwrap()
+            .prepare("SELECT id FROM messages ORDER BY id")
+            .unwrap()
+            .query_map([], |row| row.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(told, stored);
+        // The unread counts here include what the other process sent.
+        let channel = ours.channel_row("#b").unwrap().unwrap().id;
+        ours.mark("cat", channel, Some(0), Some(true)).unwrap();
+        assert_eq!(ours.cursor("cat", channel).unwrap().unread, 150);
         ours.close();
         theirs.close();
     }

@@ -266,20 +266,11 @@ impl Writer {
                 })
                 .flatten()
                 .collect();
-            shared.cursors.committed(&stored);
-            shared.recent.extend(&stored);
             #[cfg(test)]
             shared
                 .commits
                 .fetch_add(1, std::sync::atomic::Ordering::Release);
-            let mut touched: Vec<&str> = stored.iter().map(|m| m.channel_key.as_str()).collect();
-            touched.sort_unstable();
-            touched.dedup();
-            shared.watchers.bump(touched);
-            if !stored.is_empty() {
-                // Nobody listening is fine: the feed is best effort.
-                let _ = shared.feed.send(stored.into());
-            }
+            shared.publish_own(&self.conn, stored);
         }
         let committed = result.is_ok();
         let failure = result.err().map(|e| commit_failure(&self.database, &e));

@@ -1,0 +1,149 @@
+//! Telling this process of every committed message, its own and those of
+//! other processes sharing the database file (several `serve --stdio` may
+//! share one data directory): the cursor table, the runs of recent
+//! messages, the channel watchers (`wait_for_messages`) and the feed (inbox
+//! waits, pushes, approvals) hear of each message once, in id order.
+//!
+//! [`Published`] holds the newest id told. Only messages after it are told,
+//! under its lock, so a message is never told twice nor skipped, whoever
+//! tells it:
+//! - the writer tells its own commits at once, after first loading what
+//!   other processes committed before them (ids between the newest told and
+//!   its own first);
+//! - a thread ([`run`]), woken when the file may have changed
+//!   (`file_changes`), looks at SQLite's `data_version` and, when another
+//!   connection has committed, tells whatever it finds after the newest id
+//!   told (the writer's own messages included, if it gets there first).
+//!
+//! Ids are rowids given under the database's write lock, so they grow in
+//! commit order across processes: a message committed later always has a
+//! larger id.
+
+use std::sync::{Mutex, MutexGuard, Weak};
+
+use rusqlite::{Connection, params};
+
+use super::{
+    HistoryError, Message, Shared, file_changes::FileChanges, message_row, select_messages,
+};
+
+/// Messages loaded at a time when another process has committed many.
+const BATCH: i64 = 512;
+
+/// The newest message id told to this process (see the module doc).
+#[derive(Default)]
+pub(super) struct Published(Mutex<i64>);
+
+impl Published {
+    /// Set when the database opens to its newest message: what is stored
+    /// then is history, not news.
+    pub(super) fn start_after(&self, newest: i64) {
+        *self.lock() = newest;
+    }
+
+    fn lock(&self) -> MutexGuard<'_, i64> {
+        self.0.lock().expect("published lock")
+    }
+}
+
+impl Shared {
+    /// Tells this process of `own`, the messages its writer has just
+    /// committed (in id order), after any message of another process
+    /// committed before them; `conn` loads those.
+    pub(super) fn publish_own(&self, conn: &Connection, own: Vec<Message>) {
+        let Some(first) = own.first().map(|m| m.id) else {
+            return;
+        };
+        let mut told = self.published.lock();
+        let mut batch = Vec::new();
+        if first > *told + 1 {
+            match load(conn, *told, first) {
+                Ok(theirs) => batch = theirs,
+                // Left for the thread, which finds them from the newest told
+                // on; telling ours first would move that past them.
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot read what other processes committed; trying again shortly");
+                    return;
+                }
+            }
+        }
+        batch.extend(own.into_iter().filter(|m| m.id > *told));
+        self.tell(&mut told, batch);
+    }
+
+    /// Tells whatever is committed after the newest message told.
+    fn publish_committed(&self, conn: &Connection) -> rusqlite::Result<()> {
+        let mut told = self.published.lock();
+        loop {
+            let batch = load(conn, *told, i64::MAX)?;
+            let full = batch.len() as i64 == BATCH;
+            self.tell(&mut told, batch);
+            if !full {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Tells every listener of `batch` (ids after `told`, in order) and
+    /// moves `told` to its last.
+    fn tell(&self, told: &mut i64, batch: Vec<Message>) {
+        let Some(last) = batch.last() else {
+            return;
+        };
+        *told = last.id;
+        self.cursors.committed(&batch);
+        self.recent.extend(&batch);
+        let mut touched: Vec<&str> = batch.iter().map(|m| m.channel_key.as_str()).collect();
+        touched.sort_unstable();
+        touched.dedup();
+        self.watchers.bump(touched);
+        // Nobody listening is fine: the feed is best effort.
+        let _ = self.feed.send(batch.into());
+    }
+}
+
+/// Up to [`BATCH`] messages with ids after `after` and before `before`, in
+/// id order.
+fn load(conn: &Connection, after: i64, before: i64) -> rusqlite::Result<Vec<Message>> {
+    conn.prepare_cached(select_messages!(
+        "FROM messages m JOIN channels c ON c.id = m.channel_id
+          WHERE m.id > ?1 AND m.id < ?2 ORDER BY m.id LIMIT ?3"
+    ))?
+    .query_map(params![after, before, BATCH], message_row)?
+    .collect()
+}
+
+/// The thread that tells this process of other processes' commits, until
+/// `changes` is stopped (the history closes) or the history is gone.
+pub(super) fn run(shared: Weak<Shared>, conn: Connection, mut changes: FileChanges) {
+    let version = |conn: &Connection| -> rusqlite::Result<i64> {
+        conn.prepare_cached("PRAGMA data_version")?
+            .query_row([], |row| row.get(0))
+    };
+    let mut seen = version(&conn).ok();
+    let mut failing = false;
+    // Whether the last look found a commit (see `FileChanges::wait`).
+    let mut found = true;
+    while changes.wait(found) {
+        let Some(shared) = shared.upgrade() else {
+            return;
+        };
+        let result = version(&conn).map_err(HistoryError::from).and_then(|now| {
+            if seen == Some(now) {
+                return Ok(false);
+            }
+            shared.publish_committed(&conn)?;
+            seen = Some(now);
+            Ok(true)
+        });
+        found = !matches!(result, Ok(false));
+        match result {
+            Ok(_) => failing = false,
+            Err(e) if !failing => {
+                failing = true;
+                tracing::warn!(error = %e, "cannot read what other processes committed; trying again when the file changes");
+            }
+            Err(_) => {}
+        }
+    }
+}
