@@ -68,7 +68,7 @@ const FAN_OUT_P99_MS: f64 = 50.0;
 const WAKE_P99_MS: f64 = 100.0;
 /// Sends of the cross-process wake-up.
 const CROSS_ROUNDS: usize = 50;
-const CROSS_P99_MS: f64 = 50.0;
+const CROSS_P99_MS: f64 = 10.0;
 const SESSION_KIB: f64 = 64.0;
 const LIST_P50_MS: f64 = 2.0;
 const CALL: Duration = Duration::from_secs(60);

@@ -29,7 +29,9 @@
 //!
 //! Waiters ([`History::wait_newer`]) subscribe to a per-channel counter that
 //! the writer bumps after each commit, so they wake as soon as a message is
-//! durable, without polling.
+//! durable, without polling. Messages other processes commit to the same
+//! file are told to the waiters, the feed and the in-memory tables too, by a
+//! thread woken when the WAL is written (`tail`, `file_changes`).
 //!
 //! A history on disk is opened (and migrated) by [`History::open`], so that a
 //! database that cannot be used stops `serve` before any client connects. An
@@ -331,7 +333,8 @@ struct Shared {
     closing: CancellationToken,
     cursors: Cursors,
     recent: recent::Recent,
-    /// Every committed message, in commit order, batch by batch.
+    /// Every committed message, in commit order, batch by batch (see
+    /// `tail`).
     feed: broadcast::Sender<Arc<[Message]>>,
     /// The newest message told to the feed and the rest (see `tail`).
     published: tail::Published,
@@ -1038,9 +1041,10 @@ impl History {
             .unwrap_or(view))
     }
 
-    /// Every message from now on, batch by batch as committed. A receiver
-    /// that falls more than a thousand batches behind misses some (and is
-    /// told so); the history itself has them all.
+    /// Every message from now on, batch by batch as committed, by this
+    /// process or another sharing the database file (see `tail`). A
+    /// receiver that falls more than a thousand batches behind misses some
+    /// (and is told so); the history itself has them all.
     pub fn feed(&self) -> broadcast::Receiver<Arc<[Message]>> {
         self.shared.feed.subscribe()
     }
