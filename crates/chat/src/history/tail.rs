@@ -120,23 +120,25 @@ pub(super) fn run(shared: Weak<Shared>, conn: Connection, mut changes: FileChang
         conn.prepare_cached("PRAGMA data_version")?
             .query_row([], |row| row.get(0))
     };
-    let mut seen = version(&conn).ok();
+    // Unknown at first, so the first look tells what was committed since
+    // the history opened.
+    let mut seen = None;
     let mut failing = false;
-    // Whether the last look found a commit (see `FileChanges::wait`).
-    let mut found = true;
-    while changes.wait(found) {
-        let Some(shared) = shared.upgrade() else {
+    loop {
+        let Some(history) = shared.upgrade() else {
             return;
         };
         let result = version(&conn).map_err(HistoryError::from).and_then(|now| {
             if seen == Some(now) {
                 return Ok(false);
             }
-            shared.publish_committed(&conn)?;
+            history.publish_committed(&conn)?;
             seen = Some(now);
             Ok(true)
         });
-        found = !matches!(result, Ok(false));
+        drop(history);
+        // Whether this look found a commit (see `FileChanges::wait`).
+        let found = !matches!(result, Ok(false));
         match result {
             Ok(_) => failing = false,
             Err(e) if !failing => {
@@ -144,6 +146,9 @@ pub(super) fn run(shared: Weak<Shared>, conn: Connection, mut changes: FileChang
                 tracing::warn!(error = %e, "cannot read what other processes committed; trying again when the file changes");
             }
             Err(_) => {}
+        }
+        if !changes.wait(found) {
+            return;
         }
     }
 }
