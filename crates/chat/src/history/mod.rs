@@ -2042,6 +2042,30 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn histories_opened_together_on_a_new_file_all_start() {
+        for round in 0..5 {
+            let dir = tempfile::tempdir().unwrap();
+            let location = Location::File(dir.path().join("history.db"));
+            let start = std::sync::Barrier::new(6);
+            let opened: Vec<Result<History, HistoryError>> = std::thread::scope(|scope| {
+                let threads: Vec<_> = (0..6)
+                    .map(|_| {
+                        scope.spawn(|| {
+                            start.wait();
+                            History::open(&location, Durability::Normal)
+                        })
+                    })
+                    .collect();
+                threads.into_iter().map(|t| t.join().unwrap()).collect()
+            });
+            for history in opened {
+                let history = history.unwrap_or_else(|e| panic!("round {round}: {e}"));
+                history.close();
+            }
+        }
+    }
+
+    #[test]
     fn a_wait_is_woken_by_a_message_another_process_commits() {
         let rt = runtime();
         let dir = tempfile::tempdir().unwrap();

@@ -22,6 +22,15 @@ pub(super) fn migrate(conn: &Connection, path: &str, wal: bool) -> Result<(), Hi
     if wal {
         conn.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))?;
     }
+    // Under the write lock from reading the version on: processes started
+    // together on a new file must not both create the schema.
+    conn.execute_batch("BEGIN IMMEDIATE")?;
+    let result = upgrade(conn, path);
+    conn.execute_batch(if result.is_ok() { "COMMIT" } else { "ROLLBACK" })?;
+    result
+}
+
+fn upgrade(conn: &Connection, path: &str) -> Result<(), HistoryError> {
     let version: i64 = conn.query_row("PRAGMA user_version", [], |row| row.get(0))?;
     if version > VERSION {
         return Err(HistoryError::NewerSchema {
@@ -52,7 +61,7 @@ INSERT INTO search_progress (indexed_through)
 
 /// A new database at [`VERSION`]: what [`V1`] then [`V2`] make of an empty
 /// one, with the columns in the same order.
-const CURRENT: &str = "BEGIN;
+const CURRENT: &str = "
 CREATE TABLE channels (
     id INTEGER PRIMARY KEY,
     key TEXT NOT NULL UNIQUE,
@@ -93,13 +102,12 @@ CREATE TABLE cursors (
     joined INTEGER NOT NULL,
     PRIMARY KEY (identity, channel_id)
 ) WITHOUT ROWID;
-PRAGMA user_version = 2;
-COMMIT;";
+PRAGMA user_version = 2;";
 
 /// Version 1 as earlier builds created it (channels, messages with their
 /// FTS index, who spoke where): where the migration tests start.
 #[cfg(test)]
-const V1: &str = "BEGIN;
+const V1: &str = "
 CREATE TABLE channels (
     id INTEGER PRIMARY KEY,
     key TEXT NOT NULL UNIQUE,
@@ -128,15 +136,14 @@ CREATE VIRTUAL TABLE messages_fts USING fts5(
     text, content = 'messages', content_rowid = 'id',
     tokenize = 'porter unicode61 remove_diacritics 2'
 );
-PRAGMA user_version = 1;
-COMMIT;";
+PRAGMA user_version = 1;";
 
 /// Insertion order per channel (`seq`), who sent each message (`nick_key`
 /// folded as RFC 1459, `kind`: 0 unknown, 1 agent, 2 human, 3 system; a
 /// speaker's kind is that of its last message), and read cursors per
 /// identity and channel. Messages stored before version 2 get their
 /// channel's insertion order from their ids and kind 0.
-const V2: &str = r"BEGIN;
+const V2: &str = r"
 ALTER TABLE messages ADD COLUMN seq INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE messages ADD COLUMN nick_key TEXT NOT NULL DEFAULT '';
 ALTER TABLE messages ADD COLUMN kind INTEGER NOT NULL DEFAULT 0;
@@ -155,8 +162,7 @@ CREATE TABLE cursors (
     joined INTEGER NOT NULL,
     PRIMARY KEY (identity, channel_id)
 ) WITHOUT ROWID;
-PRAGMA user_version = 2;
-COMMIT;";
+PRAGMA user_version = 2;";
 
 #[cfg(test)]
 mod tests {
