@@ -112,6 +112,26 @@ async fn sigterm_and_sigint_drain_in_flight_calls_and_close_the_database() {
     }
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agents_started_together_on_a_new_data_dir_all_start() {
+    // Several stdio instances told to share a data dir that does not exist
+    // yet race to create it, put it in WAL mode and create the schema.
+    for round in 0..40 {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        let agents: Vec<RawClient> = (0..6)
+            .map(|_| RawClient::spawn(command(&["--stdio", "--data-dir", data.to_str().unwrap()])))
+            .collect();
+        for agent in &agents {
+            let init = agent.initialize().await;
+            assert!(init["serverInfo"].is_object(), "round {round}: {init}");
+        }
+        for agent in agents {
+            agent.close().await;
+        }
+    }
+}
+
 #[tokio::test]
 async fn ephemeral_history_is_gone_after_exit() {
     let client = stdio_client(&["--ephemeral"], ProtocolVersion::V_2025_11_25).await;

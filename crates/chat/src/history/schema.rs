@@ -6,9 +6,11 @@
 //! as the largest part of an `--ephemeral` start; a test holds the fresh and
 //! the migrated schema equal.
 
+use std::time::{Duration, Instant};
+
 use rusqlite::Connection;
 
-use super::HistoryError;
+use super::{HistoryError, LOCK_WAIT};
 
 /// The schema this build reads and writes.
 pub(super) const VERSION: i64 = 2;
@@ -20,7 +22,7 @@ pub(super) const TOKENIZER: &str = "porter unicode61 remove_diacritics 2";
 /// Brings the database at `path` (for messages) to [`VERSION`].
 pub(super) fn migrate(conn: &Connection, path: &str, wal: bool) -> Result<(), HistoryError> {
     if wal {
-        conn.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))?;
+        use_wal(conn)?;
     }
     // Under the write lock from reading the version on: processes started
     // together on a new file must not both create the schema.
@@ -28,6 +30,24 @@ pub(super) fn migrate(conn: &Connection, path: &str, wal: bool) -> Result<(), Hi
     let result = upgrade(conn, path);
     conn.execute_batch(if result.is_ok() { "COMMIT" } else { "ROLLBACK" })?;
     result
+}
+
+/// Puts the database in WAL mode. While another process opening a new file
+/// does the same, SQLite may answer "database is locked" at once, without
+/// waiting for the lock: try again, for up to [`LOCK_WAIT`].
+fn use_wal(conn: &Connection) -> rusqlite::Result<()> {
+    let deadline = Instant::now() + LOCK_WAIT;
+    loop {
+        match conn.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(())) {
+            Err(e)
+                if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy)
+                    && Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            result => return result,
+        }
+    }
 }
 
 fn upgrade(conn: &Connection, path: &str) -> Result<(), HistoryError> {

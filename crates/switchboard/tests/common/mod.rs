@@ -617,12 +617,19 @@ impl RawClient {
     pub async fn send_line(&self, line: &str) {
         use tokio::io::AsyncWriteExt;
         let mut stdin = self.stdin.lock().await;
-        stdin
-            .write_all(line.as_bytes())
-            .await
-            .expect("write to the server");
-        stdin.write_all(b"\n").await.expect("write to the server");
-        stdin.flush().await.expect("flush to the server");
+        let written = async {
+            stdin.write_all(line.as_bytes()).await?;
+            stdin.write_all(b"\n").await?;
+            stdin.flush().await
+        };
+        if let Err(e) = written.await {
+            // The server has gone: say why.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            panic!(
+                "cannot write to the server ({e}); stderr:\n{}",
+                self.stderr()
+            );
+        }
     }
 
     /// Sends a request and waits (up to 70 s) for its response.
