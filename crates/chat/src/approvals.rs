@@ -260,7 +260,7 @@ impl Approvals {
     fn post(&self, channel: Channel, text: String) {
         let backend = self.backend.clone();
         tokio::spawn(async move {
-            if let Err(e) = backend.announce(&channel, text).await {
+            if let Err(e) = backend.announce(&channel, text, None).await {
                 tracing::warn!(%channel, error = %e, "cannot post to the approvals channel");
             }
         });

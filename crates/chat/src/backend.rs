@@ -67,10 +67,14 @@ pub trait ChatBackend: Send + Sync + 'static {
     ) -> BoxFuture<'a, Result<Delivery, ChatError>>;
 
     /// Posts a notice from switchboard itself (kind `system`) to `channel`.
+    /// `once` names a notice that every process sharing the history may
+    /// post for the same event (a loop guard's pause): it is stored once,
+    /// and not posted again once stored.
     fn announce<'a>(
         &'a self,
         channel: &'a Channel,
         text: String,
+        once: Option<String>,
     ) -> BoxFuture<'a, Result<(), ChatError>>;
 
     /// Puts `nick` in `channel` (on IRC, its connection JOINs), or takes it

@@ -67,15 +67,18 @@ impl ChatBackend for LocalHub {
         &'a self,
         channel: &'a Channel,
         text: String,
+        once: Option<String>,
     ) -> BoxFuture<'a, Result<(), ChatError>> {
         async move {
-            let notice = NewMessage::live(
+            let mut notice = NewMessage::live(
                 channel.clone(),
                 SYSTEM_NICK,
                 SYSTEM_NICK,
                 text,
                 SenderKind::System,
             );
+            // A second copy is dropped as a duplicate.
+            notice.msgid = once;
             self.history.append(vec![notice]).await?;
             Ok(())
         }

@@ -16,6 +16,7 @@ use std::{
     time::Duration,
 };
 
+use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use switchboard_toolset::{JsonObject, Notification, Session};
@@ -234,9 +235,13 @@ impl Pusher {
             self.settings.loop_window.as_secs()
         );
         tracing::info!(%channel, "loop guard: pausing pushes");
+        // Every process sharing the history pauses on this same message
+        // (the guard goes by message times): its id names the notice, which
+        // is stored once.
+        let once = format!("switchboard-loop-pause-{}", message.id);
         let backend = self.backend.clone();
         tokio::spawn(async move {
-            if let Err(e) = backend.announce(&channel, text).await {
+            if let Err(e) = backend.announce(&channel, text, Some(once)).await {
                 tracing::warn!(%channel, error = %e, "cannot announce the paused notifications");
             }
         });
@@ -271,8 +276,9 @@ async fn dispatch(pusher: Weak<Pusher>, mut feed: broadcast::Receiver<Arc<[Messa
 struct LoopGuard {
     limit: usize,
     window: Duration,
-    /// Who took each recent turn, and when it started, by channel id.
-    recent: HashMap<i64, VecDeque<(String, Instant)>>,
+    /// Who took each recent turn, and when it started (the message's
+    /// time, the same in every process sharing the history), by channel id.
+    recent: HashMap<i64, VecDeque<(String, DateTime<Utc>)>>,
     paused: HashMap<i64, bool>,
 }
 
@@ -310,7 +316,7 @@ impl LoopGuard {
         if self.paused.get(&channel).copied().unwrap_or(false) {
             return Guard::Paused;
         }
-        let now = Instant::now();
+        let now = message.time;
         let recent = self.recent.entry(channel).or_default();
         if recent
             .back()
@@ -323,9 +329,9 @@ impl LoopGuard {
             recent.pop_front();
         }
         let looping = recent.len() == self.limit
-            && recent
-                .front()
-                .is_some_and(|(_, first)| now.duration_since(*first) <= self.window);
+            && recent.front().is_some_and(|(_, first)| {
+                (now - *first).to_std().unwrap_or_default() <= self.window
+            });
         if looping {
             self.paused.insert(channel, true);
             Guard::JustPaused
@@ -613,6 +619,22 @@ mod tests {
             Guard::Open
         ));
         assert!(matches!(guard.observe(&agent(6)), Guard::Open));
+    }
+
+    #[test]
+    fn the_window_goes_by_the_messages_times() {
+        // Observed at once, as a process does when it starts or hears of
+        // another process's messages: the messages' times decide.
+        let mut guard = LoopGuard::new(3, Duration::from_secs(60));
+        let start = Utc::now();
+        let at = |id: i64, secs: i64| Message {
+            time: start + chrono::Duration::seconds(secs),
+            ..agent(id)
+        };
+        assert!(matches!(guard.observe(&at(1, 0)), Guard::Open));
+        assert!(matches!(guard.observe(&at(2, 40)), Guard::Open));
+        assert!(matches!(guard.observe(&at(3, 80)), Guard::Open));
+        assert!(matches!(guard.observe(&at(4, 100)), Guard::JustPaused));
     }
 
     #[test]

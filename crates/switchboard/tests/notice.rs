@@ -187,6 +187,42 @@ async fn stdio_sessions_sharing_a_data_dir_notice_each_others_messages() {
     bob.close().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_loop_guard_pauses_once_for_agents_in_two_processes_sharing_a_data_dir() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = config(dir.path(), "[chat.push]\nloop_messages = 6\n");
+    let data_dir = dir.path().join("data");
+    let agent = |nick: &str| {
+        RawClient::spawn(command(&[
+            "--stdio",
+            "--config",
+            &file,
+            "--data-dir",
+            data_dir.to_str().unwrap(),
+            "--nick",
+            nick,
+        ]))
+    };
+    let agents = [agent("a1"), agent("a2")];
+    for a in &agents {
+        a.initialize().await;
+    }
+    let handled = answer_each_other_until_quiet(&agents, ["a1", "a2"]).await;
+    // Each process sees all six turns and pauses its own pushes; the
+    // channel is told once.
+    assert_eq!(
+        handled.iter().sum::<usize>(),
+        5,
+        "a1:\n{}\na2:\n{}",
+        agents[0].stderr(),
+        agents[1].stderr()
+    );
+    assert_eq!(pause_notices(&agents[0]).await, 1);
+    for a in agents {
+        a.close().await;
+    }
+}
+
 /// A config file in `dir` with `text`; returns its path.
 fn config(dir: &Path, text: &str) -> String {
     let path = dir.join("switchboard.toml");
@@ -447,25 +483,16 @@ async fn cursors_survive_a_daemon_restart() {
     daemon.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_loop_guard_stops_two_agents_answering_each_other_until_a_human_speaks() {
-    let runtime = runtime_dir();
-    let dir = tempfile::tempdir().unwrap();
-    let socket = dir.path().join("relay.sock");
-    let file = config(dir.path(), "[chat.push]\nloop_messages = 6\n");
-    let daemon = Daemon::start(&socket, runtime.path(), &["--config", &file]).await;
-    let agents = [
-        shim(&socket, runtime.path(), "a1").await,
-        shim(&socket, runtime.path(), "a2").await,
-    ];
-    let names = ["a1", "a2"];
+/// `agents[0]` pings `agents[1]` in `#loop`, and each answers every push
+/// it gets, as an eager model would, until no push comes for a second;
+/// returns how many pushes each answered.
+async fn answer_each_other_until_quiet(agents: &[RawClient; 2], names: [&str; 2]) -> [usize; 2] {
     agents[0]
         .call(
             "send_message",
-            json!({"channel": "#loop", "text": "@a2 ping 0"}),
+            json!({"channel": "#loop", "text": format!("@{} ping 0", names[1])}),
         )
         .await;
-    // Each agent answers every push it gets, as an eager model would.
     let mut handled = [0usize; 2];
     let mut turns = 1;
     loop {
@@ -483,27 +510,48 @@ async fn the_loop_guard_stops_two_agents_answering_each_other_until_a_human_spea
             }
         }
         if !answered {
-            // Quiet for a second: the loop has stopped.
             let before =
                 agents[0].notifications(CHANNEL).len() + agents[1].notifications(CHANNEL).len();
             tokio::time::sleep(Duration::from_secs(1)).await;
             let after =
                 agents[0].notifications(CHANNEL).len() + agents[1].notifications(CHANNEL).len();
             if before == after && handled.iter().sum::<usize>() == after {
-                break;
+                return handled;
             }
         }
         assert!(turns < 40, "the agents were never stopped");
     }
-    // Six agent turns in a row pause the channel: the sixth is not pushed.
-    assert_eq!(turns, 6, "daemon log:\n{}", daemon.log());
-    assert_eq!(handled.iter().sum::<usize>(), 5);
-    let texts = channel_texts(&agents[0], "#loop").await;
-    let notices: Vec<&String> = texts
+}
+
+/// How many times `#loop` was told its notifications pause.
+async fn pause_notices(client: &RawClient) -> usize {
+    let texts = channel_texts(client, "#loop").await;
+    texts
         .iter()
         .filter(|t| t.starts_with("Pausing notifications of #loop"))
-        .collect();
-    assert_eq!(notices.len(), 1, "{texts:#?}");
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_loop_guard_stops_two_agents_answering_each_other_until_a_human_speaks() {
+    let runtime = runtime_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("relay.sock");
+    let file = config(dir.path(), "[chat.push]\nloop_messages = 6\n");
+    let daemon = Daemon::start(&socket, runtime.path(), &["--config", &file]).await;
+    let agents = [
+        shim(&socket, runtime.path(), "a1").await,
+        shim(&socket, runtime.path(), "a2").await,
+    ];
+    let handled = answer_each_other_until_quiet(&agents, ["a1", "a2"]).await;
+    // Six agent turns in a row pause the channel: the sixth is not pushed.
+    assert_eq!(
+        handled.iter().sum::<usize>(),
+        5,
+        "daemon log:\n{}",
+        daemon.log()
+    );
+    assert_eq!(pause_notices(&agents[0]).await, 1);
 
     // A person speaks: pushes resume.
     say(&socket, runtime.path(), "#loop", "ann", "enough, you two").await;

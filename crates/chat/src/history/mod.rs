@@ -780,6 +780,17 @@ impl History {
         Ok(self.tip(channel_key)?.map_or(0, |tip| tip.seq))
     }
 
+    /// Whether `channel` (by key) holds a message with this `msgid`.
+    pub(crate) fn has_msgid(&self, channel_key: &str, msgid: &str) -> Result<bool, HistoryError> {
+        self.with_reader(|conn| {
+            conn.prepare_cached(
+                "SELECT EXISTS (SELECT 1 FROM channels c JOIN messages m ON m.channel_id = c.id
+                                 WHERE c.key = ?1 AND m.msgid = ?2)",
+            )?
+            .query_row([channel_key, msgid], |row| row.get(0))
+        })
+    }
+
     /// The time of `channel`'s (by key) newest message, if it has any.
     pub(crate) fn last_time(
         &self,

@@ -755,10 +755,16 @@ impl ChatBackend for IrcBackend {
         &'a self,
         channel: &'a Channel,
         text: String,
+        once: Option<String>,
     ) -> BoxFuture<'a, Result<(), ChatError>> {
         async move {
             let timeout = self.inner.settings.send_timeout;
             let inner = &self.inner;
+            if let Some(id) = &once
+                && inner.history.has_msgid(channel.key(), id)?
+            {
+                return Ok(());
+            }
             let said = async {
                 inner.observer.join(channel).await?;
                 let noop: BeforeWrite = Box::new(|_: &str, _: &[&str]| {});
@@ -780,7 +786,8 @@ impl ChatBackend for IrcBackend {
             };
             let map = inner.observer.info().rules.casemapping;
             let key = map.fold(&nick);
-            let notice = NewMessage::live(channel.clone(), nick, key, text, SenderKind::System);
+            let mut notice = NewMessage::live(channel.clone(), nick, key, text, SenderKind::System);
+            notice.msgid = once;
             inner.history.append(vec![notice]).await?;
             Ok(())
         }
