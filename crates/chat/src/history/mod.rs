@@ -2104,6 +2104,35 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_commit_tells_first_what_other_processes_committed_before_it() {
+        let rt = runtime();
+        let dir = tempfile::tempdir().unwrap();
+        let location = Location::File(dir.path().join("history.db"));
+        let ours = History::open(&location, Durability::Normal).unwrap();
+        let theirs = History::open(&location, Durability::Normal).unwrap();
+        // Without the thread, only our writer's commit tells theirs.
+        let (stop, thread) = ours.shared.tail.lock().unwrap().take().unwrap();
+        drop(stop);
+        thread.join().unwrap();
+        let mut feed = ours.feed();
+        let burst: Vec<NewMessage> = (0..1200)
+            .map(|i| msg("#a", "bob", &format!("theirs {i}")))
+            .collect();
+        rt.block_on(theirs.append(burst)).unwrap();
+        rt.block_on(ours.append(vec![msg("#a", "ann", "ours")]))
+            .unwrap();
+        let mut told: Vec<Message> = Vec::new();
+        while let Ok(batch) = feed.try_recv() {
+            told.extend(batch.iter().cloned());
+        }
+        assert_eq!(told.len(), 1201);
+        assert!(told.windows(2).all(|w| w[0].id + 1 == w[1].id));
+        assert_eq!(told.last().unwrap().text, "ours");
+        ours.close();
+        theirs.close();
+    }
+
+    #[test]
     fn the_feed_tells_every_message_of_every_process_once_in_order() {
         let rt = runtime();
         let dir = tempfile::tempdir().unwrap();

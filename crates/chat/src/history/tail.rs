@@ -55,33 +55,38 @@ impl Shared {
             return;
         };
         let mut told = self.published.lock();
-        let mut batch = Vec::new();
-        if first > *told + 1 {
-            match load(conn, *told, first) {
-                Ok(theirs) => batch = theirs,
-                // Left for the thread, which finds them from the newest told
-                // on; telling ours first would move that past them.
-                Err(e) => {
-                    tracing::warn!(error = %e, "cannot read what other processes committed; trying again shortly");
-                    return;
-                }
-            }
+        if let Err(e) = self.tell_committed(&mut told, conn, first) {
+            // Left for the thread, which finds them from the newest told on;
+            // telling ours first would move that past them.
+            tracing::warn!(error = %e, "cannot read what other processes committed; trying again shortly");
+            return;
         }
-        batch.extend(own.into_iter().filter(|m| m.id > *told));
-        self.tell(&mut told, batch);
+        let own: Vec<Message> = own.into_iter().filter(|m| m.id > *told).collect();
+        self.tell(&mut told, own);
     }
 
     /// Tells whatever is committed after the newest message told.
     fn publish_committed(&self, conn: &Connection) -> rusqlite::Result<()> {
-        let mut told = self.published.lock();
-        loop {
-            let batch = load(conn, *told, i64::MAX)?;
+        self.tell_committed(&mut self.published.lock(), conn, i64::MAX)
+    }
+
+    /// Tells the messages committed after `told` and before `before`, a
+    /// batch at a time.
+    fn tell_committed(
+        &self,
+        told: &mut i64,
+        conn: &Connection,
+        before: i64,
+    ) -> rusqlite::Result<()> {
+        while *told + 1 < before {
+            let batch = load(conn, *told, before)?;
             let full = batch.len() as i64 == BATCH;
-            self.tell(&mut told, batch);
+            self.tell(told, batch);
             if !full {
-                return Ok(());
+                break;
             }
         }
+        Ok(())
     }
 
     /// Tells every listener of `batch` (ids after `told`, in order) and
