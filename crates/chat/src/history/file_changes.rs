@@ -6,11 +6,10 @@
 //! wake at all). A write is seen before its commit is (the WAL is written,
 //! synced, and only then the commit published in shared memory), so a look
 //! that finds nothing new is tried again after 1, 2, 4 … 64 ms, or at the
-//! next write. After a look
-//! that found the commit it waits [`MIN_GAP`] before waking again, so a busy
-//! writer (this process's own commits wake it too) costs at most one look a
-//! gap. Elsewhere, or when inotify is unavailable (its limits reached), a
-//! look every [`POLL`].
+//! next write. After a look that found the commit it waits `MIN_GAP` before
+//! waking again, so a busy writer (this process's own commits wake it too)
+//! costs at most one look a gap. Elsewhere, or when inotify is unavailable
+//! (its limits reached), a look every [`POLL`].
 
 use std::{path::Path, time::Duration};
 
