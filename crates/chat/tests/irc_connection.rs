@@ -280,8 +280,8 @@ async fn a_taken_nick_fails_a_sender_for_good() {
     assert!(error.to_string().contains("alice is already in use"));
 }
 
-#[tokio::test]
-async fn a_nick_the_server_changes_is_reported_then_claimed_back() {
+/// A connection as `obs` to a fake server that has welcomed it.
+async fn registered_obs() -> (Connection, Peer) {
     let (listener, port) = listener().await;
     let conn = Connection::spawn(
         endpoint(port, Duration::from_secs(5)),
@@ -291,6 +291,12 @@ async fn a_nick_the_server_changes_is_reported_then_claimed_back() {
     let mut peer = Peer::accept(&listener).await;
     peer.welcome("obs").await;
     conn.ready().await.unwrap();
+    (conn, peer)
+}
+
+#[tokio::test]
+async fn a_nick_the_server_changes_is_reported_then_claimed_back() {
+    let (conn, mut peer) = registered_obs().await;
     // A collision after a netsplit: the server renames us to our UID.
     peer.send(b":obs!u@h NICK :0AAAAAAAB\r\n").await;
     let status = wait_status(
@@ -318,15 +324,7 @@ async fn a_nick_the_server_changes_is_reported_then_claimed_back() {
 async fn a_renamed_connection_claims_its_nick_back_at_a_random_moment() {
     // Two observers renamed by one collision (the same nick on two servers
     // that just met) must not claim it back in step, or they collide again.
-    let (listener, port) = listener().await;
-    let conn = Connection::spawn(
-        endpoint(port, Duration::from_secs(5)),
-        identity("obs", None, true),
-        None,
-    );
-    let mut peer = Peer::accept(&listener).await;
-    peer.welcome("obs").await;
-    conn.ready().await.unwrap();
+    let (conn, mut peer) = registered_obs().await;
     let mut delays = Vec::new();
     for round in 0..4 {
         let uid = format!("0AAAAAAA{round}");

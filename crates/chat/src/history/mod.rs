@@ -2017,10 +2017,7 @@ pub(crate) mod tests {
     #[test]
     fn reads_by_position_see_what_another_process_wrote_since() {
         let rt = runtime();
-        let dir = tempfile::tempdir().unwrap();
-        let location = Location::File(dir.path().join("history.db"));
-        let ours = History::open(&location, Durability::Normal).unwrap();
-        let theirs = History::open(&location, Durability::Normal).unwrap();
+        let (dir, ours, theirs) = two_processes();
         let send = |history: &History, channel: &str, text: &str| {
             rt.block_on(history.append(vec![msg(channel, "bob", text)]))
                 .unwrap();
@@ -2034,7 +2031,11 @@ pub(crate) mod tests {
         for i in 5..9 {
             send(&theirs, "#general", &format!("theirs {i}"));
             send(&ours, "#GENERAL", &format!("ours {i}"));
-            let fresh = History::open(&location, Durability::Normal).unwrap();
+            let fresh = History::open(
+                &Location::File(dir.path().join("history.db")),
+                Durability::Normal,
+            )
+            .unwrap();
             assert_eq!(
                 pages(&ours, "#general"),
                 pages(&fresh, "#general"),
@@ -2076,13 +2077,20 @@ pub(crate) mod tests {
         }
     }
 
-    #[test]
-    fn a_wait_is_woken_by_a_message_another_process_commits() {
-        let rt = runtime();
+    /// Two histories on one new file, as two processes sharing a data
+    /// directory have; the directory holds the file.
+    fn two_processes() -> (tempfile::TempDir, History, History) {
         let dir = tempfile::tempdir().unwrap();
         let location = Location::File(dir.path().join("history.db"));
         let ours = History::open(&location, Durability::Normal).unwrap();
         let theirs = History::open(&location, Durability::Normal).unwrap();
+        (dir, ours, theirs)
+    }
+
+    #[test]
+    fn a_wait_is_woken_by_a_message_another_process_commits() {
+        let rt = runtime();
+        let (_dir, ours, theirs) = two_processes();
         rt.block_on(ours.append(vec![msg("#a", "ann", "before")]))
             .unwrap();
         let since = Since::Seq(ours.last_seq("#a").unwrap());
@@ -2106,10 +2114,7 @@ pub(crate) mod tests {
     #[test]
     fn a_commit_tells_first_what_other_processes_committed_before_it() {
         let rt = runtime();
-        let dir = tempfile::tempdir().unwrap();
-        let location = Location::File(dir.path().join("history.db"));
-        let ours = History::open(&location, Durability::Normal).unwrap();
-        let theirs = History::open(&location, Durability::Normal).unwrap();
+        let (_dir, ours, theirs) = two_processes();
         // Without the thread, only our writer's commit tells theirs.
         let (stop, thread) = ours.shared.tail.lock().unwrap().take().unwrap();
         drop(stop);
@@ -2135,10 +2140,7 @@ pub(crate) mod tests {
     #[test]
     fn the_feed_tells_every_message_of_every_process_once_in_order() {
         let rt = runtime();
-        let dir = tempfile::tempdir().unwrap();
-        let location = Location::File(dir.path().join("history.db"));
-        let ours = History::open(&location, Durability::Normal).unwrap();
-        let theirs = History::open(&location, Durability::Normal).unwrap();
+        let (dir, ours, theirs) = two_processes();
         let mut feed = ours.feed();
         let senders: Vec<_> = [&ours, &theirs]
             .into_iter()
