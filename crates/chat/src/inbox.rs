@@ -298,7 +298,7 @@ mod tests {
         assert!(mentions("ping Bob[1]", "bob{1}", map));
     }
     use crate::{
-        history::{Durability, Location, NewMessage, tests::msg as line},
+        history::{Durability, Location, NewMessage, Origin, tests::msg as line},
         names::NameRules,
     };
 
@@ -325,7 +325,7 @@ mod tests {
         // A server replays a line from an hour ago after the live one.
         let replayed = NewMessage {
             time: Some(live[0].time - chrono::Duration::hours(1)),
-            replayed: true,
+            origin: Origin::Replayed,
             ..line("#c", "eve", "said while you were away")
         };
         rt.block_on(history.append(vec![replayed])).unwrap();

@@ -31,7 +31,7 @@ pub use access::Access;
 pub use approvals::ApprovalSettings;
 pub use backend::{ChatBackend, ChatError, Delivery, Member};
 pub use history::{
-    Durability, History, HistoryError, Location, Message, NewMessage, SenderKind, Since,
+    Durability, History, HistoryError, Location, Message, NewMessage, Origin, SenderKind, Since,
 };
 pub use local::LocalHub;
 pub use names::{CaseMapping, Channel, NameError, NameRules, Nick, nick_for_process};

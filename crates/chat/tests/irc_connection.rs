@@ -7,7 +7,7 @@ use std::{sync::Arc, time::Duration};
 
 use chrono::{DateTime, Utc};
 use switchboard_chat::{
-    ChatBackend, Durability, History, Location, NameRules, NewMessage, SenderKind,
+    ChatBackend, Durability, History, Location, NameRules, NewMessage, Origin, SenderKind,
     history::iso,
     irc::{
         ConnError, Connection, Endpoint, Event, FloodSettings, Identity, IrcBackend, IrcSettings,
@@ -417,7 +417,7 @@ async fn the_gap_is_backfilled_from_chathistory_after_start_and_after_reconnect(
             text: "before".into(),
             time: at("2026-12-01T10:00:00.000Z"),
             msgid: Some("m0".into()),
-            replayed: false,
+            origin: Origin::Here,
             kind: SenderKind::Agent,
         }])
         .await
@@ -532,7 +532,7 @@ async fn without_chathistory_nothing_is_asked_and_a_refusal_changes_nothing() {
             text: "before".into(),
             time: None,
             msgid: None,
-            replayed: false,
+            origin: Origin::Here,
             kind: SenderKind::Agent,
         }])
         .await

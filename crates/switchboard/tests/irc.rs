@@ -31,6 +31,18 @@ impl Bridge {
         dir: tempfile::TempDir,
         env: &[(&str, &str)],
     ) -> Self {
+        let data = dir.path().join("data");
+        Self::start_on(server, extra_toml, dir, &data, env).await
+    }
+
+    /// `start_with`, its history in `data`.
+    async fn start_on(
+        server: &IrcServer,
+        extra_toml: &str,
+        dir: tempfile::TempDir,
+        data: &std::path::Path,
+        env: &[(&str, &str)],
+    ) -> Self {
         let config = dir.path().join("switchboard.toml");
         std::fs::write(
             &config,
@@ -41,7 +53,6 @@ impl Bridge {
             ),
         )
         .unwrap();
-        let data = dir.path().join("data");
         let log = dir.path().join("switchboard.log");
         let args = [
             "--config",
@@ -131,6 +142,7 @@ on_both_servers!(
     a_server_restart_loses_no_acknowledged_message,
     tls_with_a_private_ca,
     fifty_lines_burst_through_stock_flood_control,
+    two_switchboards_sharing_a_data_dir_record_each_line_once,
 );
 
 async fn agents_and_humans_hear_each_other(kind: ServerKind) {
@@ -407,6 +419,67 @@ async fn two_switchboards_with_default_settings_share_a_network(kind: ServerKind
     assert_eq!(observers.len(), 2, "{members}");
     assert_eq!(observers[0], "switchboard");
     assert!(observers[1].starts_with("switchboard-"), "{members}");
+}
+
+/// Two stdio switchboards given one data directory, as the README suggests
+/// for agents that should share a history: both observers hear every line,
+/// each process's sends are confirmed whichever process stores the line,
+/// and the history holds each line once (and a line said twice, twice).
+async fn two_switchboards_sharing_a_data_dir_record_each_line_once(kind: ServerKind) {
+    let server = IrcServer::start(kind, ServerOptions::default()).await;
+    let shared = tempfile::tempdir().unwrap();
+    let data = shared.path().join("data");
+    let (human, one, two) = tokio::join!(
+        Human::connect(&server, "carol"),
+        Bridge::start_on(&server, "", tempfile::tempdir().unwrap(), &data, &[]),
+        Bridge::start_on(&server, "", tempfile::tempdir().unwrap(), &data, &[]),
+    );
+    human.join("#shared").await;
+    let mut said = Vec::new();
+    for i in 0..4 {
+        let (first, second) = (format!("first {i}"), format!("second {i}"));
+        tokio::join!(
+            one.send_ok("#shared", "alice", &first),
+            two.send_ok("#shared", "bob", &second)
+        );
+        said.extend([first, second]);
+    }
+    human.privmsg("#shared", "same").await;
+    human.privmsg("#shared", "same").await;
+    let heard = |bridge: &Bridge| {
+        let peer = bridge.client.peer().clone();
+        async move {
+            let args = json!({"channel": "#shared", "limit": 50});
+            let read = peer
+                .call_tool(
+                    rmcp::model::CallToolRequestParams::new("read_messages")
+                        .with_arguments(args.as_object().cloned().unwrap()),
+                )
+                .await
+                .unwrap();
+            let mut texts = texts(&read);
+            texts.reverse();
+            texts
+        }
+    };
+    for bridge in [&one, &two] {
+        for _ in 0..100 {
+            if heard(bridge).await.iter().filter(|t| *t == "same").count() >= 2 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    // Whatever either observer heard late is stored by now.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    for bridge in [&one, &two] {
+        let mut texts = heard(bridge).await;
+        assert_eq!(texts.split_off(8), ["same", "same"], "{}", bridge.log());
+        // The two senders' lines of one round may be heard in either order.
+        texts.sort();
+        said.sort();
+        assert_eq!(texts, said, "{}", bridge.log());
+    }
 }
 
 /// An observer nick set in the config and held by someone else: switchboard

@@ -1083,6 +1083,82 @@ mod irc {
         carol.quit().await;
         assert!(daemon.stop().await.success());
     }
+
+    /// Two `serve --stdio` on IRC sharing a data directory, their agents
+    /// answering each other: both processes pause on the same message, and
+    /// the channel is told once, on IRC and in the history.
+    async fn the_loop_guard_pauses_once_on_irc_for_two_processes(kind: ServerKind) {
+        let server = IrcServer::start(kind, ServerOptions::default()).await;
+        let dir = tempfile::tempdir().unwrap();
+        let file = config(
+            dir.path(),
+            &format!(
+                "[chat]\nbackend = \"irc\"\n[chat.irc]\nserver = \"127.0.0.1\"\nport = {}\nsend_timeout_s = 20\n\
+                 [chat.push]\nloop_messages = 6\n",
+                server.port()
+            ),
+        );
+        let data_dir = dir.path().join("data");
+        let agent = |nick: &str| {
+            RawClient::spawn(command(&[
+                "--stdio",
+                "--config",
+                &file,
+                "--data-dir",
+                data_dir.to_str().unwrap(),
+                "--nick",
+                nick,
+            ]))
+        };
+        let carol = Human::connect(&server, "carol").await;
+        carol.join("#loop").await;
+        let agents = [agent("a1"), agent("a2")];
+        for a in &agents {
+            a.initialize().await;
+            a.call("join_channel", json!({"channel": "#loop"})).await;
+        }
+        let handled = answer_each_other_until_quiet(&agents, ["a1", "a2"]).await;
+        assert_eq!(
+            handled.iter().sum::<usize>(),
+            5,
+            "a1:\n{}\na2:\n{}",
+            agents[0].stderr(),
+            agents[1].stderr()
+        );
+        let pausing = |l: &switchboard_testkit::Line| {
+            l.command == "PRIVMSG"
+                && l.trailing()
+                    .is_some_and(|t| t.starts_with("Pausing notifications of #loop"))
+        };
+        carol.expect(pausing, WAIT).await;
+        // Both processes have had their chance to post it.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let on_irc = carol.received().iter().filter(|l| pausing(l)).count();
+        assert_eq!(
+            on_irc,
+            1,
+            "a1:\n{}\na2:\n{}",
+            agents[0].stderr(),
+            agents[1].stderr()
+        );
+        for a in &agents {
+            assert_eq!(pause_notices(a).await, 1);
+        }
+        for a in agents {
+            a.close().await;
+        }
+        carol.quit().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_loop_guard_pauses_once_on_inspircd_for_two_processes() {
+        the_loop_guard_pauses_once_on_irc_for_two_processes(ServerKind::InspIRCd).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_loop_guard_pauses_once_on_ngircd_for_two_processes() {
+        the_loop_guard_pauses_once_on_irc_for_two_processes(ServerKind::NgIRCd).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -40,7 +40,7 @@
 //! `--ephemeral` start) out of the MCP handshake.
 
 use std::{
-    collections::HashMap,
+    collections::{HashMap, VecDeque},
     path::{Path, PathBuf},
     sync::{
         Arc, Mutex, OnceLock, Weak,
@@ -239,19 +239,39 @@ pub struct NewMessage {
     /// The server's timestamp, when the network supplies one; otherwise the
     /// writer stamps the message when it commits.
     pub time: Option<DateTime<Utc>>,
-    /// The network's message id, used to drop duplicates on history replay.
+    /// The network's message id: a message whose id the channel already
+    /// holds is dropped as a duplicate.
     pub msgid: Option<String>,
-    /// The network is replaying this message from its own history, so it may
-    /// be one already stored. Without a `msgid`, it is then dropped if the
-    /// channel already has the same text from the same nick within the same
-    /// millisecond (`server-time`'s precision).
-    pub replayed: bool,
+    /// Where it comes from, which says how a copy without `msgid` is found.
+    pub origin: Origin,
     pub kind: SenderKind,
 }
 
+/// Where a [`NewMessage`] comes from, which says what a duplicate of it is
+/// when it has no `msgid`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// Said through this process (a send on the local hub, a notice):
+    /// stored as it is.
+    Here,
+    /// Relayed live by a network. Every process sharing the history whose
+    /// observer is in the channel hears it too, so it is dropped when
+    /// another process has stored the same text from the same nick within
+    /// [`HEARD_WINDOW`] and none of this process's lines has matched that
+    /// copy yet; repeats of one line are each kept.
+    Heard,
+    /// Replayed by the network from its own history, so it may be one
+    /// already stored: dropped if the channel has the same text from the
+    /// same nick within the same millisecond (`server-time`'s precision).
+    Replayed,
+}
+
+/// How far apart in time two processes may record one heard line.
+pub const HEARD_WINDOW: Duration = Duration::from_secs(10);
+
 impl NewMessage {
-    /// A message said now, by `nick` (whose folded form is `nick_key`):
-    /// the writer stamps it; it is nobody's replay.
+    /// A message said now through this process, by `nick` (whose folded
+    /// form is `nick_key`): the writer stamps it.
     pub fn live(
         channel: Channel,
         nick: impl Into<String>,
@@ -266,7 +286,7 @@ impl NewMessage {
             text: text.into(),
             time: None,
             msgid: None,
-            replayed: false,
+            origin: Origin::Here,
             kind,
         }
     }
@@ -589,6 +609,7 @@ impl History {
             unsaved_cursors: HashMap::new(),
             last_activity: Instant::now(),
             thread_waits_for_idle: false,
+            heard: VecDeque::new(),
         })
     }
 
@@ -641,7 +662,9 @@ impl History {
 
     /// Appends messages (creating their channels) and returns them as stored,
     /// once they are committed; when they cannot be, hands them back with
-    /// the reason.
+    /// the reason. A duplicate (see [`NewMessage::msgid`] and [`Origin`]) is
+    /// not stored again: a heard line returns the copy already stored (by
+    /// another process sharing the file), anything else nothing.
     pub async fn append(&self, messages: Vec<NewMessage>) -> Result<Vec<Message>, Unstored> {
         if let Err(error) = self.start() {
             return Err(Unstored { error, messages });
@@ -650,6 +673,7 @@ impl History {
         let op = Op::Append {
             messages,
             stored: Vec::new(),
+            copies: Vec::new(),
             reply,
         };
         if let Err(Op::Append { messages, .. }) = self.send(op) {
@@ -672,6 +696,25 @@ impl History {
         let rx = self.submit(|reply| Op::EnsureChannel {
             channel: channel.clone(),
             created: false,
+            reply,
+        })?;
+        rx.await.map_err(|_| HistoryError::Closed)?
+    }
+
+    /// Records `nick` (folded `nick_key`) as one of this process's agents
+    /// in `channel`, before its first line there: every process sharing the
+    /// history then stores that nick's heard lines as an agent's, whoever
+    /// hears them first.
+    pub(crate) async fn mark_agent(
+        &self,
+        channel: &Channel,
+        nick: &str,
+        nick_key: &str,
+    ) -> Result<(), HistoryError> {
+        let rx = self.submit(|reply| Op::MarkAgent {
+            channel: channel.clone(),
+            nick: nick.to_owned(),
+            nick_key: nick_key.to_owned(),
             reply,
         })?;
         rx.await.map_err(|_| HistoryError::Closed)?
@@ -778,17 +821,6 @@ impl History {
     /// none.
     pub(crate) fn last_seq(&self, channel_key: &str) -> Result<i64, HistoryError> {
         Ok(self.tip(channel_key)?.map_or(0, |tip| tip.seq))
-    }
-
-    /// Whether `channel` (by key) holds a message with this `msgid`.
-    pub(crate) fn has_msgid(&self, channel_key: &str, msgid: &str) -> Result<bool, HistoryError> {
-        self.with_reader(|conn| {
-            conn.prepare_cached(
-                "SELECT EXISTS (SELECT 1 FROM channels c JOIN messages m ON m.channel_id = c.id
-                                 WHERE c.key = ?1 AND m.msgid = ?2)",
-            )?
-            .query_row([channel_key, msgid], |row| row.get(0))
-        })
     }
 
     /// The time of `channel`'s (by key) newest message, if it has any.
@@ -1520,7 +1552,7 @@ pub(crate) mod tests {
         let older = live[2].time - chrono::Duration::seconds(1);
         let replay = |text: &str| NewMessage {
             time: Some(older),
-            replayed: true,
+            origin: Origin::Replayed,
             ..msg("#a", "carol", text)
         };
         append(replay("away 1"));
@@ -1597,7 +1629,7 @@ pub(crate) mod tests {
         assert_eq!(live.len(), 2);
         assert_eq!(history.last_time("#a").unwrap(), Some(live[1].time));
         let replay = |text: &str, nick: &str| NewMessage {
-            replayed: true,
+            origin: Origin::Replayed,
             time: Some(at),
             ..msg("#a", nick, text)
         };
@@ -2085,6 +2117,55 @@ pub(crate) mod tests {
         let ours = History::open(&location, Durability::Normal).unwrap();
         let theirs = History::open(&location, Durability::Normal).unwrap();
         (dir, ours, theirs)
+    }
+
+    #[test]
+    fn a_line_heard_by_two_processes_is_stored_once_and_a_repeated_line_twice() {
+        let rt = runtime();
+        let (_dir, ours, theirs) = two_processes();
+        let mut feed = ours.feed();
+        let heard = |text: &str| NewMessage {
+            origin: Origin::Heard,
+            ..msg("#a", "bob", text)
+        };
+        let ids = |messages: &[Message]| messages.iter().map(|m| m.id).collect::<Vec<_>>();
+        // Their observer joined first and heard "ok" once and "bye"; ours
+        // heard "ok" said twice, then "bye". Each hears back what is stored.
+        let their_ok = rt.block_on(theirs.append(vec![heard("ok")])).unwrap();
+        let our_oks = rt
+            .block_on(ours.append(vec![heard("ok"), heard("ok")]))
+            .unwrap();
+        assert_eq!(our_oks.len(), 2);
+        assert_eq!(our_oks[0].id, their_ok[0].id, "the copy they stored");
+        assert!(
+            our_oks[1].id > their_ok[0].id,
+            "the second ok is a line of its own"
+        );
+        let their_bye = rt.block_on(theirs.append(vec![heard("bye")])).unwrap();
+        let our_bye = rt.block_on(ours.append(vec![heard("bye")])).unwrap();
+        assert_eq!(ids(&our_bye), ids(&their_bye));
+        let texts: Vec<String> = ours
+            .read("#a", None, 10)
+            .unwrap()
+            .into_iter()
+            .map(|m| m.text)
+            .collect();
+        assert_eq!(texts, ["bye", "ok", "ok"]);
+        // What is said through a process is its own: never a copy.
+        let here = rt
+            .block_on(ours.append(vec![msg("#a", "bob", "bye")]))
+            .unwrap();
+        assert!(here[0].id > their_bye[0].id);
+        // The feed tells each stored line once, copies included.
+        let mut told = Vec::new();
+        while let Ok(batch) = feed.try_recv() {
+            told.extend(ids(&batch));
+        }
+        let mut stored = ids(&ours.read("#a", None, 10).unwrap());
+        stored.reverse();
+        assert_eq!(told, stored);
+        ours.close();
+        theirs.close();
     }
 
     #[test]

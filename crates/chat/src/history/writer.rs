@@ -21,9 +21,15 @@
 //! transaction (and, with `durability = "full"`, no fsync), and many reads
 //! of one cursor are one write. Until then the in-memory cursor table is the
 //! truth; at shutdown the writer saves what is left.
+//!
+//! Processes sharing the file on a network without message ids each hear
+//! every line: the writer keeps the ids of the heard lines that are its own
+//! (those it stored, and the copies other processes stored that its lines
+//! matched), so that each line is stored once and a line said twice is
+//! kept twice (see [`Origin::Heard`]).
 
 use std::{
-    collections::HashMap,
+    collections::{HashMap, VecDeque},
     sync::{
         Arc, Mutex, Weak,
         mpsc::{Receiver, RecvTimeoutError, TryRecvError},
@@ -36,7 +42,8 @@ use rusqlite::{Connection, OptionalExtension, params};
 use tokio::sync::oneshot;
 
 use super::{
-    HistoryError, Message, NewMessage, SenderKind, Shared, Unstored, commit_failure, from_micros,
+    HEARD_WINDOW, HistoryError, Message, NewMessage, Origin, SenderKind, Shared, Unstored,
+    commit_failure, from_micros, message_row, select_messages,
 };
 use crate::names::Channel;
 
@@ -59,13 +66,25 @@ type Reply<T> = oneshot::Sender<Result<T, HistoryError>>;
 pub(super) enum Op {
     Append {
         messages: Vec<NewMessage>,
+        /// What the caller hears back: the messages stored, and the copies
+        /// already stored of heard lines.
         stored: Vec<Message>,
+        /// The ids of those copies (told already, by whoever stored them).
+        copies: Vec<i64>,
         reply: oneshot::Sender<Result<Vec<Message>, Unstored>>,
     },
     EnsureChannel {
         channel: Channel,
         created: bool,
         reply: Reply<bool>,
+    },
+    /// Records `nick_key` as an agent's nick in `channel` (see
+    /// [`History::mark_agent`](super::History::mark_agent)).
+    MarkAgent {
+        channel: Channel,
+        nick: String,
+        nick_key: String,
+        reply: Reply<()>,
     },
     /// Brings the full-text index up to every stored message (of any
     /// process sharing the database); `reply`, if any, hears after the commit.
@@ -110,6 +129,9 @@ pub(super) struct Writer {
     pub(super) last_activity: Instant,
     /// Whether the thread sleeps with a deadline for the idle moment.
     pub(super) thread_waits_for_idle: bool,
+    /// The heard lines without msgid that are this writer's: (stamp, id),
+    /// oldest first, kept for twice [`HEARD_WINDOW`].
+    pub(super) heard: VecDeque<(i64, i64)>,
 }
 
 impl Writer {
@@ -239,6 +261,15 @@ impl Writer {
     /// was committed.
     fn commit_group(&mut self, mut group: Vec<Op>) -> bool {
         let started = Instant::now();
+        let keep_after = Utc::now().timestamp_micros() - 2 * HEARD_WINDOW.as_micros() as i64;
+        while self
+            .heard
+            .front()
+            .is_some_and(|&(stamp, _)| stamp < keep_after)
+        {
+            self.heard.pop_front();
+        }
+        let heard_before = self.heard.len();
         let result = self.run_group(&mut group);
         let only_indexing = group.iter().all(|op| matches!(op, Op::Index { .. }));
         if let Err(e) = &result {
@@ -251,6 +282,7 @@ impl Writer {
             // Ids and positions assigned inside the rolled-back transaction are gone.
             self.channel_ids.clear();
             self.channel_seqs.clear();
+            self.heard.truncate(heard_before);
         }
         tracing::trace!(
             ops = group.len(),
@@ -261,7 +293,9 @@ impl Writer {
             let stored: Vec<Message> = group
                 .iter()
                 .filter_map(|op| match op {
-                    Op::Append { stored, .. } => Some(stored.iter().cloned()),
+                    Op::Append { stored, copies, .. } => {
+                        Some(stored.iter().filter(|m| !copies.contains(&m.id)).cloned())
+                    }
                     _ => None,
                 })
                 .flatten()
@@ -287,15 +321,39 @@ impl Writer {
         for op in group.iter_mut() {
             match op {
                 Op::Append {
-                    messages, stored, ..
+                    messages,
+                    stored,
+                    copies,
+                    ..
                 } => {
                     for message in messages.iter() {
-                        stored.extend(self.insert(message)?);
+                        match self.insert(message)? {
+                            Inserted::New(new) => stored.push(new),
+                            Inserted::Copy(copy) => {
+                                copies.push(copy.id);
+                                stored.push(copy);
+                            }
+                            Inserted::Duplicate => {}
+                        }
                     }
                 }
                 Op::EnsureChannel {
                     channel, created, ..
                 } => *created = self.channel_id(channel)?.1,
+                Op::MarkAgent {
+                    channel,
+                    nick,
+                    nick_key,
+                    ..
+                } => {
+                    let (channel_id, _) = self.channel_id(channel)?;
+                    self.conn
+                        .prepare_cached(
+                            "INSERT INTO speakers (channel_id, key, nick, last_seen, kind) VALUES (?1, ?2, ?3, 0, ?4)
+                             ON CONFLICT (channel_id, key) DO UPDATE SET kind = excluded.kind",
+                        )?
+                        .execute(params![channel_id, &*nick_key, &*nick, SenderKind::Agent as i64])?;
+                }
                 Op::Index { .. } => index = true,
                 // Held before the group runs; written just below either way.
                 Op::SaveCursor { .. } => {
@@ -433,19 +491,27 @@ impl Writer {
         ts
     }
 
-    /// Whether the channel holds `message`'s text from its nick in the
-    /// millisecond of `ts` (stored times may be bumped within it).
-    fn has_copy(&self, channel_id: i64, ts: i64, message: &NewMessage) -> rusqlite::Result<bool> {
+    /// The stamp and id of a message of the channel with `message`'s text
+    /// from its nick in the millisecond of `ts` (stored times may be bumped
+    /// within it).
+    fn copy_in_millisecond(
+        &self,
+        channel_id: i64,
+        ts: i64,
+        message: &NewMessage,
+    ) -> rusqlite::Result<Option<(i64, i64)>> {
         let start = ts.div_euclid(1000) * 1000;
         self.conn
             .prepare_cached(
-                "SELECT EXISTS (SELECT 1 FROM messages
-                  WHERE channel_id = ?1 AND ts BETWEEN ?2 AND ?3 AND nick = ?4 AND text = ?5)",
+                "SELECT ts, id FROM messages
+                  WHERE channel_id = ?1 AND ts BETWEEN ?2 AND ?3 AND nick = ?4 AND text = ?5
+                  LIMIT 1",
             )?
             .query_row(
                 params![channel_id, start, start + 999, message.nick, message.text],
-                |row| row.get(0),
+                |row| Ok((row.get(0)?, row.get(1)?)),
             )
+            .optional()
     }
 
     fn stamp(&mut self) -> i64 {
@@ -453,26 +519,112 @@ impl Writer {
         self.last_stamp
     }
 
-    /// Inserts one message; `None` when it duplicates a stored one (see
-    /// [`NewMessage::msgid`] and [`NewMessage::replayed`]).
-    fn insert(&mut self, message: &NewMessage) -> rusqlite::Result<Option<Message>> {
-        let (channel_id, _) = self.channel_id(&message.channel)?;
-        if let (true, None, Some(time)) = (message.replayed, &message.msgid, message.time)
-            && self.has_copy(channel_id, time.timestamp_micros(), message)?
+    /// The stored message `id`.
+    fn stored_copy(&self, id: i64) -> rusqlite::Result<Message> {
+        self.conn
+            .prepare_cached(select_messages!(
+                "FROM messages m JOIN channels c ON c.id = m.channel_id WHERE m.id = ?1"
+            ))?
+            .query_row([id], message_row)
+    }
+
+    /// The stamp and id of the channel's message with this `msgid`.
+    fn with_msgid(&self, channel_id: i64, msgid: &str) -> rusqlite::Result<Option<(i64, i64)>> {
+        self.conn
+            .prepare_cached("SELECT ts, id FROM messages WHERE channel_id = ?1 AND msgid = ?2")?
+            .query_row(params![channel_id, msgid], |row| {
+                Ok((row.get(0)?, row.get(1)?))
+            })
+            .optional()
+    }
+
+    /// The stamp and id of the copy already stored of the heard line
+    /// `message`: the message with its msgid, else one stored within
+    /// [`HEARD_WINDOW`] by another process that no heard line of this
+    /// writer has matched yet. A line with a network msgid only matches a
+    /// notice that way (a process stores its observer's own notices, not
+    /// knowing the id the network gives them). The copy is then this
+    /// writer's.
+    fn heard_copy(
+        &mut self,
+        channel_id: i64,
+        message: &NewMessage,
+    ) -> rusqlite::Result<Option<(i64, i64)>> {
+        if let Some(msgid) = &message.msgid
+            && let Some(copy) = self.with_msgid(channel_id, msgid)?
         {
-            return Ok(None);
+            self.heard.push_back(copy);
+            return Ok(Some(copy));
         }
-        if let Some(msgid) = &message.msgid {
-            let known: bool = self
-                .conn
-                .prepare_cached(
-                    "SELECT EXISTS (SELECT 1 FROM messages WHERE channel_id = ?1 AND msgid = ?2)",
-                )?
-                .query_row(params![channel_id, msgid], |row| row.get(0))?;
-            if known {
-                return Ok(None);
+        let around = message
+            .time
+            .map_or_else(|| Utc::now().timestamp_micros(), |t| t.timestamp_micros());
+        let window = HEARD_WINDOW.as_micros() as i64;
+        let mut query = self.conn.prepare_cached(
+            "SELECT ts, id FROM messages
+              WHERE channel_id = ?1 AND ts BETWEEN ?2 AND ?3 AND nick = ?4 AND text = ?5
+                AND (?6 OR kind = ?7)
+              ORDER BY id",
+        )?;
+        let mut copies = query.query(params![
+            channel_id,
+            around - window,
+            around + window,
+            message.nick,
+            message.text,
+            message.msgid.is_none(),
+            SenderKind::System as i64
+        ])?;
+        while let Some(row) = copies.next()? {
+            let copy: (i64, i64) = (row.get(0)?, row.get(1)?);
+            if !self.heard.iter().any(|&(_, own)| own == copy.1) {
+                self.heard.push_back(copy);
+                return Ok(Some(copy));
             }
         }
+        Ok(None)
+    }
+
+    /// The kind of the heard line `message`: an agent's when a process
+    /// sharing the history marked its nick as one of its agents in the
+    /// channel (see [`Op::MarkAgent`]), else what the observer took it for.
+    fn heard_kind(&self, channel_id: i64, message: &NewMessage) -> rusqlite::Result<SenderKind> {
+        if message.kind != SenderKind::Human {
+            return Ok(message.kind);
+        }
+        let marked: Option<i64> = self
+            .conn
+            .prepare_cached("SELECT kind FROM speakers WHERE channel_id = ?1 AND key = ?2")?
+            .query_row(params![channel_id, message.nick_key], |row| row.get(0))
+            .optional()?;
+        Ok(match marked.map(SenderKind::from_db) {
+            Some(SenderKind::Agent) => SenderKind::Agent,
+            _ => message.kind,
+        })
+    }
+
+    /// Inserts one message, unless it duplicates a stored one (see
+    /// [`NewMessage::msgid`] and [`Origin`]).
+    fn insert(&mut self, message: &NewMessage) -> rusqlite::Result<Inserted> {
+        let (channel_id, _) = self.channel_id(&message.channel)?;
+        let known = match (message.origin, &message.msgid, message.time) {
+            (Origin::Heard, ..) => self.heard_copy(channel_id, message)?,
+            (_, Some(msgid), _) => self.with_msgid(channel_id, msgid)?,
+            (Origin::Replayed, None, Some(time)) => {
+                self.copy_in_millisecond(channel_id, time.timestamp_micros(), message)?
+            }
+            _ => None,
+        };
+        if let Some((_, id)) = known {
+            return Ok(match message.origin {
+                Origin::Heard => Inserted::Copy(self.stored_copy(id)?),
+                _ => Inserted::Duplicate,
+            });
+        }
+        let kind = match message.origin {
+            Origin::Heard => self.heard_kind(channel_id, message)?,
+            _ => message.kind,
+        };
         let ts = match message.time {
             Some(t) => self.stamp_from(t.timestamp_micros()),
             None => self.stamp(),
@@ -491,11 +643,14 @@ impl Writer {
                 message.msgid,
                 seq,
                 message.nick_key,
-                message.kind as i64
+                kind as i64
             ])?;
         let id = self.conn.last_insert_rowid();
+        if message.origin == Origin::Heard {
+            self.heard.push_back((ts, id));
+        }
         self.unindexed += 1;
-        if message.kind != SenderKind::System {
+        if kind != SenderKind::System {
             self.conn
                 .prepare_cached(
                     "INSERT INTO speakers (channel_id, key, nick, last_seen, kind) VALUES (?1, ?2, ?3, ?4, ?5)
@@ -508,22 +663,31 @@ impl Writer {
                     message.nick_key,
                     message.nick,
                     ts,
-                    message.kind as i64
+                    kind as i64
                 ])?;
         }
-        Ok(Some(Message {
+        Ok(Inserted::New(Message {
             id,
             channel: message.channel.name().to_owned(),
             time: from_micros(ts),
             nick: message.nick.clone(),
             text: message.text.clone(),
-            kind: message.kind,
+            kind,
             seq,
             channel_id,
             channel_key: message.channel.key().to_owned(),
             nick_key: message.nick_key.clone(),
         }))
     }
+}
+
+/// What became of a message the writer was given.
+enum Inserted {
+    New(Message),
+    /// A heard line some process had stored already: that copy.
+    Copy(Message),
+    /// A duplicate of a stored message, dropped.
+    Duplicate,
 }
 
 impl Op {
@@ -535,6 +699,7 @@ impl Op {
                 messages,
                 stored,
                 reply,
+                ..
             } => {
                 let _ = reply.send(failure.map_or(Ok(stored), |e| {
                     Err(Unstored {
@@ -545,6 +710,9 @@ impl Op {
             }
             Op::EnsureChannel { created, reply, .. } => {
                 let _ = reply.send(failure.map_or(Ok(created), |e| Err(error(e))));
+            }
+            Op::MarkAgent { reply, .. } => {
+                let _ = reply.send(failure.map_or(Ok(()), |e| Err(error(e))));
             }
             Op::Index { reply } => match reply {
                 Some(reply) => {

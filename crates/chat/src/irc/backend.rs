@@ -41,7 +41,7 @@ use super::{
 };
 use crate::{
     backend::{ChatBackend, ChatError, Delivery, Member},
-    history::{History, Message, NewMessage, SenderKind, Unstored},
+    history::{History, Message, NewMessage, Origin, SenderKind, Unstored},
     names::{Channel, NameRules, Nick},
 };
 
@@ -112,6 +112,9 @@ struct Inner {
     membership: Mutex<Membership>,
     confirmations: Arc<Confirmations>,
     senders: Mutex<HashMap<String, SenderSlot>>,
+    /// (channel key, nick key) of the agents this process has marked as
+    /// its own in the history (see `History::mark_agent`).
+    marked_agents: Mutex<HashSet<(String, String)>>,
 }
 
 struct SenderSlot {
@@ -162,6 +165,7 @@ impl IrcBackend {
             membership: Mutex::new(Membership::default()),
             confirmations: Arc::default(),
             senders: Mutex::new(HashMap::new()),
+            marked_agents: Mutex::default(),
         });
         let (records_tx, records) = mpsc::channel(8192);
         tokio::spawn(observe(inner.clone(), events, records_tx));
@@ -299,7 +303,11 @@ async fn observe(
                                 nick_key: map.fold(&nick),
                                 kind: inner.kind_of(&nick),
                                 nick,
-                                replayed: backfill.is_replay(&message),
+                                origin: if backfill.is_replay(&message) {
+                                    Origin::Replayed
+                                } else {
+                                    Origin::Heard
+                                },
                                 ..new
                             };
                             if records.send(new).await.is_err() {
@@ -420,7 +428,7 @@ pub(crate) fn channel_message(
         text,
         time,
         msgid: wire::tag(message, "msgid").map(str::to_owned),
-        replayed: false,
+        origin: Origin::Heard,
         kind: SenderKind::Human,
     })
 }
@@ -625,6 +633,79 @@ impl Inner {
         }
     }
 
+    /// Marks the nick `connection` holds as this process's agent in
+    /// `channel`, once, before it speaks there: processes sharing the
+    /// history whose observers hear its lines first store them as an
+    /// agent's too.
+    async fn mark_agent(
+        &self,
+        channel: &Channel,
+        connection: &Connection,
+    ) -> Result<(), ChatError> {
+        let Status::Registered { nick } = connection.status() else {
+            return Ok(());
+        };
+        let key = (
+            channel.key().to_owned(),
+            self.observer.info().rules.casemapping.fold(&nick),
+        );
+        if self
+            .marked_agents
+            .lock()
+            .expect("marked agents lock")
+            .contains(&key)
+        {
+            return Ok(());
+        }
+        self.history
+            .mark_agent(channel, &nick, &key.1)
+            .await
+            .map_err(ChatError::History)?;
+        self.marked_agents
+            .lock()
+            .expect("marked agents lock")
+            .insert(key);
+        Ok(())
+    }
+
+    /// Says `text` in `channel` as the observer, within the send timeout.
+    async fn post_notice(&self, channel: &Channel, text: String) -> Result<(), ChatError> {
+        let said = async {
+            self.observer.join(channel).await?;
+            let noop: BeforeWrite = Box::new(|_: &str, _: &[&str]| {});
+            self.observer.send(channel, vec![text], noop).await
+        };
+        tokio::time::timeout(self.settings.send_timeout, said)
+            .await
+            .map_err(|_| {
+                ChatError::Network(format!(
+                    "cannot post to {channel}: the IRC connection is {}",
+                    self.describe_observer()
+                ))
+            })?
+            .map_err(network)?;
+        Ok(())
+    }
+
+    /// Stores the observer's notice `text` (the observer does not record
+    /// its own lines) under `msgid`; false when the history already held
+    /// that id.
+    async fn record_notice(
+        &self,
+        channel: &Channel,
+        text: String,
+        msgid: Option<String>,
+    ) -> Result<bool, ChatError> {
+        let nick = match self.observer.status() {
+            Status::Registered { nick } => nick,
+            _ => self.settings.observer_nick.clone(),
+        };
+        let key = self.observer.info().rules.casemapping.fold(&nick);
+        let mut notice = NewMessage::live(channel.clone(), nick, key, text, SenderKind::System);
+        notice.msgid = msgid;
+        Ok(!self.history.append(vec![notice]).await?.is_empty())
+    }
+
     async fn send(
         &self,
         channel: &Channel,
@@ -678,6 +759,9 @@ impl Inner {
                 .expect("senders lock")
                 .remove(sender.key());
             return Err(ChatError::Network(format!("not delivered: {e}")));
+        }
+        if kind == SenderKind::Agent {
+            self.mark_agent(channel, &connection).await?;
         }
         let (armed_tx, armed) = oneshot::channel();
         let before_write: BeforeWrite = {
@@ -758,37 +842,17 @@ impl ChatBackend for IrcBackend {
         once: Option<String>,
     ) -> BoxFuture<'a, Result<(), ChatError>> {
         async move {
-            let timeout = self.inner.settings.send_timeout;
             let inner = &self.inner;
-            if let Some(id) = &once
-                && inner.history.has_msgid(channel.key(), id)?
-            {
-                return Ok(());
+            if once.is_some() {
+                // Processes sharing the history all announce this notice:
+                // the one whose copy is stored first posts it.
+                if inner.record_notice(channel, text.clone(), once).await? {
+                    inner.post_notice(channel, text).await?;
+                }
+            } else {
+                inner.post_notice(channel, text.clone()).await?;
+                inner.record_notice(channel, text, None).await?;
             }
-            let said = async {
-                inner.observer.join(channel).await?;
-                let noop: BeforeWrite = Box::new(|_: &str, _: &[&str]| {});
-                inner.observer.send(channel, vec![text.clone()], noop).await
-            };
-            tokio::time::timeout(timeout, said)
-                .await
-                .map_err(|_| {
-                    ChatError::Network(format!(
-                        "cannot post to {channel}: the IRC connection is {}",
-                        inner.describe_observer()
-                    ))
-                })?
-                .map_err(network)?;
-            // The observer does not record its own lines: store the notice here.
-            let nick = match inner.observer.status() {
-                Status::Registered { nick } => nick,
-                _ => inner.settings.observer_nick.clone(),
-            };
-            let map = inner.observer.info().rules.casemapping;
-            let key = map.fold(&nick);
-            let mut notice = NewMessage::live(channel.clone(), nick, key, text, SenderKind::System);
-            notice.msgid = once;
-            inner.history.append(vec![notice]).await?;
             Ok(())
         }
         .boxed()
