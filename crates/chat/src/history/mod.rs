@@ -31,7 +31,9 @@
 //! the writer bumps after each commit, so they wake as soon as a message is
 //! durable, without polling. Messages other processes commit to the same
 //! file are told to the waiters, the feed and the in-memory tables too, by a
-//! thread woken when the WAL is written (`tail`, `file_changes`).
+//! thread woken when the WAL is written (`tail`, `file_changes`). A line an
+//! IRC channel says is heard by the observer of every such process and
+//! stored once ([`Origin::Heard`]).
 //!
 //! A history on disk is opened (and migrated) by [`History::open`], so that a
 //! database that cannot be used stops `serve` before any client connects. An
