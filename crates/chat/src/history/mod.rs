@@ -612,6 +612,7 @@ impl History {
             last_activity: Instant::now(),
             thread_waits_for_idle: false,
             heard: VecDeque::new(),
+            foreign_commit: None,
         })
     }
 

@@ -64,8 +64,17 @@ fn upgrade(conn: &Connection, path: &str) -> Result<(), HistoryError> {
         conn.execute_batch(V2)?;
     }
     conn.execute_batch(SEARCH_PROGRESS)?;
+    conn.execute_batch(NOTICES)?;
     Ok(())
 }
+
+/// switchboard's own notices (kind 3) by channel, nick and time: how a
+/// process finds the notice another process sharing the file posted and
+/// stored when its observer hears it (see `Origin::Heard`). Added to any
+/// database without changing its version, so older builds keep opening it;
+/// [`CURRENT`] has it already.
+const NOTICES: &str = "CREATE INDEX IF NOT EXISTS messages_notices
+    ON messages(channel_id, nick_key, ts) WHERE kind = 3;";
 
 /// How far the search index is known to be complete: every message up to
 /// `indexed_through` is in `messages_fts`; newer ones may or may not be (a
@@ -103,6 +112,7 @@ CREATE INDEX messages_by_channel_time ON messages(channel_id, ts, id);
 CREATE UNIQUE INDEX messages_by_msgid ON messages(channel_id, msgid)
     WHERE msgid IS NOT NULL;
 CREATE UNIQUE INDEX messages_by_channel_seq ON messages(channel_id, seq);
+CREATE INDEX messages_notices ON messages(channel_id, nick_key, ts) WHERE kind = 3;
 CREATE TABLE speakers (
     channel_id INTEGER NOT NULL REFERENCES channels(id),
     key TEXT NOT NULL,

@@ -129,9 +129,12 @@ pub(super) struct Writer {
     pub(super) last_activity: Instant,
     /// Whether the thread sleeps with a deadline for the idle moment.
     pub(super) thread_waits_for_idle: bool,
-    /// The heard lines without msgid that are this writer's: (stamp, id),
-    /// oldest first, kept for twice [`HEARD_WINDOW`].
+    /// The heard lines that are this writer's: (stamp, id), oldest first,
+    /// kept for twice [`HEARD_WINDOW`].
     pub(super) heard: VecDeque<(i64, i64)>,
+    /// When the writer last found that another process sharing the file
+    /// had committed: only then may a heard line have a copy it stored.
+    pub(super) foreign_commit: Option<Instant>,
 }
 
 impl Writer {
@@ -423,6 +426,7 @@ impl Writer {
             .query_row([], |row| row.get(0))?;
         if version != self.data_version {
             self.data_version = version;
+            self.foreign_commit = Some(Instant::now());
             self.channel_ids.clear();
             self.channel_seqs.clear();
             let newest: Option<i64> = self
@@ -541,10 +545,10 @@ impl Writer {
     /// The stamp and id of the copy already stored of the heard line
     /// `message`: the message with its msgid, else one stored within
     /// [`HEARD_WINDOW`] by another process that no heard line of this
-    /// writer has matched yet. A line with a network msgid only matches a
-    /// notice that way (a process stores its observer's own notices, not
-    /// knowing the id the network gives them). The copy is then this
-    /// writer's.
+    /// writer has matched yet (looked for only while other processes
+    /// commit). A line with a network msgid only matches a notice that way
+    /// (a process stores its observer's own notices, not knowing the id the
+    /// network gives them). The copy is then this writer's.
     fn heard_copy(
         &mut self,
         channel_id: i64,
@@ -556,24 +560,33 @@ impl Writer {
             self.heard.push_back(copy);
             return Ok(Some(copy));
         }
+        let others_write = self
+            .foreign_commit
+            .is_some_and(|at| at.elapsed() < 2 * HEARD_WINDOW);
+        if !others_write {
+            return Ok(None);
+        }
         let around = message
             .time
             .map_or_else(|| Utc::now().timestamp_micros(), |t| t.timestamp_micros());
         let window = HEARD_WINDOW.as_micros() as i64;
-        let mut query = self.conn.prepare_cached(
+        // The kind is written out so that SQLite may use the notices' index.
+        let mut query = self.conn.prepare_cached(if message.msgid.is_some() {
             "SELECT ts, id FROM messages
-              WHERE channel_id = ?1 AND ts BETWEEN ?2 AND ?3 AND nick = ?4 AND text = ?5
-                AND (?6 OR kind = ?7)
-              ORDER BY id",
-        )?;
+              WHERE channel_id = ?1 AND nick_key = ?2 AND ts BETWEEN ?3 AND ?4 AND text = ?5
+                AND kind = 3
+              ORDER BY id"
+        } else {
+            "SELECT ts, id FROM messages
+              WHERE channel_id = ?1 AND nick_key = ?2 AND ts BETWEEN ?3 AND ?4 AND text = ?5
+              ORDER BY id"
+        })?;
         let mut copies = query.query(params![
             channel_id,
+            message.nick_key,
             around - window,
             around + window,
-            message.nick,
-            message.text,
-            message.msgid.is_none(),
-            SenderKind::System as i64
+            message.text
         ])?;
         while let Some(row) = copies.next()? {
             let copy: (i64, i64) = (row.get(0)?, row.get(1)?);
