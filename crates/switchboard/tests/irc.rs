@@ -446,25 +446,15 @@ async fn two_switchboards_sharing_a_data_dir_record_each_line_once(kind: ServerK
     }
     human.privmsg("#shared", "same").await;
     human.privmsg("#shared", "same").await;
-    let heard = |bridge: &Bridge| {
-        let peer = bridge.client.peer().clone();
-        async move {
-            let args = json!({"channel": "#shared", "limit": 50});
-            let read = peer
-                .call_tool(
-                    rmcp::model::CallToolRequestParams::new("read_messages")
-                        .with_arguments(args.as_object().cloned().unwrap()),
-                )
-                .await
-                .unwrap();
-            let mut texts = texts(&read);
-            texts.reverse();
-            texts
-        }
-    };
     for bridge in [&one, &two] {
         for _ in 0..100 {
-            if heard(bridge).await.iter().filter(|t| *t == "same").count() >= 2 {
+            if shared_texts(bridge)
+                .await
+                .iter()
+                .filter(|t| *t == "same")
+                .count()
+                >= 2
+            {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -473,13 +463,26 @@ async fn two_switchboards_sharing_a_data_dir_record_each_line_once(kind: ServerK
     // Whatever either observer heard late is stored by now.
     tokio::time::sleep(Duration::from_millis(500)).await;
     for bridge in [&one, &two] {
-        let mut texts = heard(bridge).await;
+        let mut texts = shared_texts(bridge).await;
         assert_eq!(texts.split_off(8), ["same", "same"], "{}", bridge.log());
         // The two senders' lines of one round may be heard in either order.
         texts.sort();
         said.sort();
         assert_eq!(texts, said, "{}", bridge.log());
     }
+}
+
+/// What `#shared` holds, oldest first.
+async fn shared_texts(bridge: &Bridge) -> Vec<String> {
+    let read = call(
+        &bridge.client,
+        "read_messages",
+        json!({"channel": "#shared", "limit": 50}),
+    )
+    .await;
+    let mut texts = texts(&read);
+    texts.reverse();
+    texts
 }
 
 /// An observer nick set in the config and held by someone else: switchboard

@@ -189,8 +189,22 @@ async fn stdio_sessions_sharing_a_data_dir_notice_each_others_messages() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_loop_guard_pauses_once_for_agents_in_two_processes_sharing_a_data_dir() {
+    let (_dir, agents) = two_agents_sharing_a_data_dir("[chat.push]\nloop_messages = 6\n").await;
+    let handled = answer_each_other_until_quiet(&agents, ["a1", "a2"]).await;
+    // Each process sees all six turns and pauses its own pushes; the
+    // channel is told once.
+    assert_eq!(handled.iter().sum::<usize>(), 5, "{}", logs(&agents));
+    assert_eq!(pause_notices(&agents[0]).await, 1);
+    for a in agents {
+        a.close().await;
+    }
+}
+
+/// Agents `a1` and `a2`, each on a `serve --stdio` of its own with the
+/// config `text`, sharing one data directory; initialized.
+async fn two_agents_sharing_a_data_dir(text: &str) -> (tempfile::TempDir, [RawClient; 2]) {
     let dir = tempfile::tempdir().unwrap();
-    let file = config(dir.path(), "[chat.push]\nloop_messages = 6\n");
+    let file = config(dir.path(), text);
     let data_dir = dir.path().join("data");
     let agent = |nick: &str| {
         RawClient::spawn(command(&[
@@ -207,20 +221,12 @@ async fn the_loop_guard_pauses_once_for_agents_in_two_processes_sharing_a_data_d
     for a in &agents {
         a.initialize().await;
     }
-    let handled = answer_each_other_until_quiet(&agents, ["a1", "a2"]).await;
-    // Each process sees all six turns and pauses its own pushes; the
-    // channel is told once.
-    assert_eq!(
-        handled.iter().sum::<usize>(),
-        5,
-        "a1:\n{}\na2:\n{}",
-        agents[0].stderr(),
-        agents[1].stderr()
-    );
-    assert_eq!(pause_notices(&agents[0]).await, 1);
-    for a in agents {
-        a.close().await;
-    }
+    (dir, agents)
+}
+
+/// The two agents' server logs, for a failure message.
+fn logs(agents: &[RawClient; 2]) -> String {
+    format!("a1:\n{}\na2:\n{}", agents[0].stderr(), agents[1].stderr())
 }
 
 /// A config file in `dir` with `text`; returns its path.
@@ -1089,42 +1095,19 @@ mod irc {
     /// the channel is told once, on IRC and in the history.
     async fn the_loop_guard_pauses_once_on_irc_for_two_processes(kind: ServerKind) {
         let server = IrcServer::start(kind, ServerOptions::default()).await;
-        let dir = tempfile::tempdir().unwrap();
-        let file = config(
-            dir.path(),
-            &format!(
-                "[chat]\nbackend = \"irc\"\n[chat.irc]\nserver = \"127.0.0.1\"\nport = {}\nsend_timeout_s = 20\n\
-                 [chat.push]\nloop_messages = 6\n",
-                server.port()
-            ),
-        );
-        let data_dir = dir.path().join("data");
-        let agent = |nick: &str| {
-            RawClient::spawn(command(&[
-                "--stdio",
-                "--config",
-                &file,
-                "--data-dir",
-                data_dir.to_str().unwrap(),
-                "--nick",
-                nick,
-            ]))
-        };
+        let (_dir, agents) = two_agents_sharing_a_data_dir(&format!(
+            "[chat]\nbackend = \"irc\"\n[chat.irc]\nserver = \"127.0.0.1\"\nport = {}\nsend_timeout_s = 20\n\
+             [chat.push]\nloop_messages = 6\n",
+            server.port()
+        ))
+        .await;
         let carol = Human::connect(&server, "carol").await;
         carol.join("#loop").await;
-        let agents = [agent("a1"), agent("a2")];
         for a in &agents {
-            a.initialize().await;
             a.call("join_channel", json!({"channel": "#loop"})).await;
         }
         let handled = answer_each_other_until_quiet(&agents, ["a1", "a2"]).await;
-        assert_eq!(
-            handled.iter().sum::<usize>(),
-            5,
-            "a1:\n{}\na2:\n{}",
-            agents[0].stderr(),
-            agents[1].stderr()
-        );
+        assert_eq!(handled.iter().sum::<usize>(), 5, "{}", logs(&agents));
         let pausing = |l: &switchboard_testkit::Line| {
             l.command == "PRIVMSG"
                 && l.trailing()
@@ -1134,13 +1117,7 @@ mod irc {
         // Both processes have had their chance to post it.
         tokio::time::sleep(Duration::from_secs(1)).await;
         let on_irc = carol.received().iter().filter(|l| pausing(l)).count();
-        assert_eq!(
-            on_irc,
-            1,
-            "a1:\n{}\na2:\n{}",
-            agents[0].stderr(),
-            agents[1].stderr()
-        );
+        assert_eq!(on_irc, 1, "{}", logs(&agents));
         for a in &agents {
             assert_eq!(pause_notices(a).await, 1);
         }
