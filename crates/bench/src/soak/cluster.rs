@@ -28,10 +28,8 @@ use crate::{
     stdio::StdioConnection,
 };
 
-/// The data directory's tmpfs: 64 MiB, and on the IRC backend 12 MiB more
-/// for each stdio server's own history (its WAL alone may reach 4 MiB).
+/// The data directory's tmpfs.
 const TMPFS_MIB: u64 = 64;
-const TMPFS_MIB_PER_STDIO_HISTORY: u64 = 12;
 /// How long a (re)started daemon may take to accept connections.
 const START_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a process may take to exit once asked.
@@ -49,13 +47,7 @@ pub async fn soak(
 ) -> anyhow::Result<RunOutcome> {
     std::fs::create_dir_all(&logs).with_context(|| format!("cannot create {}", logs.display()))?;
     let schedule = Schedule::new(duration);
-    let stdio_agents = (0..agents)
-        .filter(|&i| Transport::of(i) == Transport::Stdio)
-        .count() as u64;
-    let tmpfs_mib = match backend {
-        Backend::Local => TMPFS_MIB,
-        Backend::Irc => TMPFS_MIB + TMPFS_MIB_PER_STDIO_HISTORY * stdio_agents,
-    };
+    let tmpfs_mib = TMPFS_MIB;
     let tmpfs = Tmpfs::mount(tmpfs_mib)?;
     let scratch = tempfile::tempdir()?;
     let channels: Vec<String> = (0..agent::CHANNELS).map(agent::channel).collect();
@@ -89,7 +81,6 @@ pub async fn soak(
     eprintln!("soak {}: starting {agents} agents", backend.name());
     let mut processes = Vec::new();
     let mut crew = Vec::new();
-    let mut histories = BTreeMap::new();
     for index in 0..agents {
         let transport = Transport::of(index);
         let link = match transport {
@@ -108,22 +99,16 @@ pub async fn soak(
                     "--log-file".into(),
                     utf8(&log)?.into(),
                 ];
-                let data = match backend {
-                    Backend::Local => daemon.data.clone(),
-                    Backend::Irc => {
-                        let config = irc_config(
-                            &format!("stdio-{index}"),
-                            &format!("sbobs{index}"),
-                            &[agent::channel(index)],
-                        )?;
-                        args.extend(["--config".into(), utf8(&config)?.into()]);
-                        let data = tmpfs.path.join(format!("stdio-{index}"));
-                        histories.insert(index, data.join("history.db"));
-                        data
-                    }
-                };
+                if backend == Backend::Irc {
+                    let config = irc_config(
+                        &format!("stdio-{index}"),
+                        &format!("sbobs{index}"),
+                        &[agent::channel(index)],
+                    )?;
+                    args.extend(["--config".into(), utf8(&config)?.into()]);
+                }
                 let args: Vec<&str> = args.iter().map(String::as_str).collect();
-                let command = switchboard.command(&args, Data::Dir(&data));
+                let command = switchboard.command(&args, Data::Dir(&daemon.data));
                 let process = Process::start(command, &logs.join(format!("stdio-{index}.stderr")))
                     .await
                     .with_context(|| format!("stdio agent {index}"))?;
@@ -212,20 +197,13 @@ pub async fn soak(
     let daemon_history = daemon.data.join("history.db");
     let mut stored = BTreeMap::new();
     stored.insert("daemon".to_owned(), verify::stored_texts(&daemon_history)?);
-    for (index, path) in &histories {
-        stored.insert(format!("stdio {index}"), verify::stored_texts(path)?);
-    }
     let mut tallies: BTreeMap<Transport, Tally> = BTreeMap::new();
     for (index, ledger) in ledgers.iter().enumerate() {
-        let history = match histories.contains_key(&index) {
-            true => format!("stdio {index}"),
-            false => "daemon".to_owned(),
-        };
         let attempts: Vec<_> = ledger.sends.iter().collect();
         tallies
             .entry(Transport::of(index))
             .or_default()
-            .add(&attempts, &stored[&history]);
+            .add(&attempts, &stored["daemon"]);
     }
     let duplicates_anywhere = stored
         .iter()

@@ -5,13 +5,14 @@
 //! Two runs, side by side, each with its own daemon (`serve --http` with its
 //! relay socket) whose data directory is a small tmpfs mounted for the run:
 //!
-//! - **local**: the local hub. stdio agents spawn their own `serve --stdio`
-//!   on the daemon's data directory, as agent CLIs do, so every process
-//!   shares one history file.
+//! In both, stdio agents spawn their own `serve --stdio` on the daemon's
+//! data directory, as agent CLIs do, so every process shares one history
+//! file.
+//!
+//! - **local**: the local hub.
 //! - **irc**: the IRC backend on an InspIRCd that `switchboard-testkit` runs
-//!   on loopback. stdio agents spawn `serve --stdio` on the same network,
-//!   each with its own data directory (on the same tmpfs): a history records
-//!   what its own observer hears.
+//!   on loopback; each stdio server's observer also hears its agent's
+//!   channel, and the history holds each line once.
 //!
 //! In each run, `--agents` agents (50) are spread over stdio, Streamable
 //! HTTP, legacy SSE and `switchboard-shim`, each looping over sends, reads,
