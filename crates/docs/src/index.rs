@@ -17,7 +17,9 @@
 //! as one (`fine tuning` → `finetuning`), the initials of three or four
 //! (`retrieval augmented generation` → `rag`), and, at a lower weight, the
 //! index words a misspelt or cut word nearly spells (`websokets`,
-//! `kewyord`, `pick` → `picker`). `cargo test -p switchboard-docs --test
+//! `kewyord`, `pick` → `picker`). Verbs of one operation also stand in for
+//! each other at a lower weight (`post` → `create`, `remove` → `delete`).
+//! `cargo test -p switchboard-docs --test
 //! search_eval -- --nocapture` measures all this against a plain BM25 on
 //! real llms.txt files (`eval/`).
 
@@ -78,6 +80,29 @@ const MAX_QUERY_TERMS: usize = 32;
 const FUZZY_WEIGHT: f32 = 0.7;
 /// The most index words one unknown query word stands for.
 const MAX_NEAR_TERMS: usize = 4;
+/// The weight of a query word's verb synonyms (see [`VERBS`]).
+const SYNONYM_WEIGHT: f32 = 0.6;
+
+/// Verbs that name the same operation: API references title their pages
+/// with one (`create-tweet`, `drafts/create`) while people ask with
+/// another (`post a tweet`, `new draft`). A query word also searches for
+/// the others of its class, below the word itself.
+const VERBS: &[&[&str]] = &[
+    &["create", "add", "new", "make", "post", "insert"],
+    &["get", "fetch", "retrieve", "read", "show", "view"],
+    &["update", "change", "edit", "modify"],
+    &["delete", "remove", "erase", "destroy"],
+    &["search", "find", "lookup", "query"],
+    &["list", "enumerate", "browse"],
+];
+
+/// The other verbs of `word`'s classes in [`VERBS`].
+fn verb_synonyms(word: &str) -> impl Iterator<Item = &'static str> + '_ {
+    VERBS
+        .iter()
+        .filter(move |class| class.contains(&word))
+        .flat_map(move |class| class.iter().copied().filter(move |w| *w != word))
+}
 
 /// An immutable BM25F index over [`Entry`]s.
 pub struct Index {
@@ -447,7 +472,8 @@ impl Analyzer {
     /// for two adjacent words written as one (`fine tuning` → `finetuning`)
     /// and for the initials of three or four (`retrieval augmented
     /// generation` → `rag`); [`FUZZY_WEIGHT`] for index words that a word
-    /// not in the index starts or nearly spells (`websokets` → `websockets`).
+    /// not in the index starts or nearly spells (`websokets` → `websockets`);
+    /// [`SYNONYM_WEIGHT`] for the other verbs of a word's operation.
     fn query_terms(&self, query: &str) -> Vec<(u32, f32)> {
         let mut words: Vec<String> = Vec::new();
         for_each_word(query, &mut String::new(), |word| {
@@ -467,6 +493,11 @@ impl Analyzer {
                     for id in self.near_terms(word) {
                         add(id, FUZZY_WEIGHT);
                     }
+                }
+            }
+            for other in verb_synonyms(word) {
+                if let Some(id) = self.term_of(other) {
+                    add(id, SYNONYM_WEIGHT);
                 }
             }
         }
@@ -918,6 +949,43 @@ mod tests {
         assert_eq!(
             titles(&index.search("user tweets", 3, None))[0],
             "Get user timeline"
+        );
+    }
+
+    #[test]
+    fn a_verb_finds_the_page_named_with_another_verb_of_its_operation() {
+        let index = Index::build(vec![
+            entry("Get tweet", "https://x.org/api/get-tweet", "API", ""),
+            entry("Create tweet", "https://x.org/api/create-tweet", "API", ""),
+            entry("Delete tweet", "https://x.org/api/delete-tweet", "API", ""),
+            entry(
+                "Tweet scheduling",
+                "https://x.org/guides/schedule",
+                "Guides",
+                "",
+            ),
+        ]);
+        assert_eq!(
+            titles(&index.search("post a tweet", 1, None)),
+            ["Create tweet"]
+        );
+        assert_eq!(
+            titles(&index.search("remove a tweet", 1, None)),
+            ["Delete tweet"]
+        );
+        // A word of no operation stands for nothing else.
+        assert_eq!(
+            titles(&index.search("schedule", 4, None)),
+            ["Tweet scheduling"]
+        );
+        // The word itself outranks another verb of its operation.
+        let index = Index::build(vec![
+            entry("Delete tweet", "https://x.org/api/delete-tweet", "API", ""),
+            entry("Remove tweet", "https://x.org/api/remove-tweet", "API", ""),
+        ]);
+        assert_eq!(
+            titles(&index.search("remove a tweet", 2, None)),
+            ["Remove tweet", "Delete tweet"]
         );
     }
 
