@@ -47,8 +47,7 @@ pub async fn soak(
 ) -> anyhow::Result<RunOutcome> {
     std::fs::create_dir_all(&logs).with_context(|| format!("cannot create {}", logs.display()))?;
     let schedule = Schedule::new(duration);
-    let tmpfs_mib = TMPFS_MIB;
-    let tmpfs = Tmpfs::mount(tmpfs_mib)?;
+    let tmpfs = Tmpfs::mount(TMPFS_MIB)?;
     let scratch = tempfile::tempdir()?;
     let channels: Vec<String> = (0..agent::CHANNELS).map(agent::channel).collect();
     let mut irc = match backend {
@@ -215,7 +214,7 @@ pub async fn soak(
     Ok(RunOutcome {
         backend,
         agents,
-        tmpfs_mib,
+        tmpfs_mib: TMPFS_MIB,
         tallies,
         ledgers,
         duplicates_anywhere,
