@@ -271,6 +271,12 @@ pub enum Origin {
 /// How far apart in time two processes may record one heard line.
 pub const HEARD_WINDOW: Duration = Duration::from_secs(10);
 
+/// How long [`History::mark_agent`] makes a nick an agent's in a channel.
+/// The marking process marks it again before its agent speaks once half of
+/// this has passed, so a person who takes the nick after the agent has
+/// gone is a person again.
+pub const AGENT_MARK: Duration = Duration::from_secs(120);
+
 impl NewMessage {
     /// A message said now through this process, by `nick` (whose folded
     /// form is `nick_key`): the writer stamps it.
@@ -705,9 +711,9 @@ impl History {
     }
 
     /// Records `nick` (folded `nick_key`) as one of this process's agents
-    /// in `channel`, before its first line there: every process sharing the
-    /// history then stores that nick's heard lines as an agent's, whoever
-    /// hears them first.
+    /// in `channel` for [`AGENT_MARK`], before it speaks there: every
+    /// process sharing the history stores that nick's heard lines as an
+    /// agent's meanwhile, whoever hears them first.
     pub(crate) async fn mark_agent(
         &self,
         channel: &Channel,
@@ -2167,6 +2173,39 @@ pub(crate) mod tests {
         let mut stored = ids(&ours.read("#a", None, 10).unwrap());
         stored.reverse();
         assert_eq!(told, stored);
+        ours.close();
+        theirs.close();
+    }
+
+    #[test]
+    fn a_nick_marked_as_an_agent_is_one_for_every_process_until_the_mark_lapses() {
+        let rt = runtime();
+        let (dir, ours, theirs) = two_processes();
+        let a = NameRules::default().channel("#a").unwrap();
+        let heard = |nick: &str, text: &str| {
+            let kinds: Vec<SenderKind> = rt
+                .block_on(theirs.append(vec![NewMessage {
+                    origin: Origin::Heard,
+                    kind: SenderKind::Human,
+                    ..msg("#a", nick, text)
+                }]))
+                .unwrap()
+                .iter()
+                .map(|m| m.kind)
+                .collect();
+            kinds
+        };
+        rt.block_on(ours.mark_agent(&a, "Bot", "bot")).unwrap();
+        assert_eq!(heard("bot", "one"), [SenderKind::Agent]);
+        assert_eq!(heard("ann", "hi"), [SenderKind::Human]);
+        // AGENT_MARK later, with no mark since: whoever holds the nick now
+        // is a person.
+        let conn = Connection::open(dir.path().join("history.db")).unwrap();
+        conn.execute("UPDATE speakers SET agent_until = 0", [])
+            .unwrap();
+        assert_eq!(heard("bot", "two"), [SenderKind::Human]);
+        rt.block_on(ours.mark_agent(&a, "Bot", "bot")).unwrap();
+        assert_eq!(heard("bot", "three"), [SenderKind::Agent]);
         ours.close();
         theirs.close();
     }

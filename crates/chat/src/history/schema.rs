@@ -65,6 +65,25 @@ fn upgrade(conn: &Connection, path: &str) -> Result<(), HistoryError> {
     }
     conn.execute_batch(SEARCH_PROGRESS)?;
     conn.execute_batch(NOTICES)?;
+    add_agent_marks(conn)?;
+    Ok(())
+}
+
+/// Adds `speakers.agent_until`: until when (µs) a nick counts as an agent's
+/// in the channel, whichever process hears its lines (see
+/// `History::mark_agent`). Added to any database without changing its
+/// version, so older builds keep opening it; [`CURRENT`] has it already.
+fn add_agent_marks(conn: &Connection) -> rusqlite::Result<()> {
+    let present: bool = conn.query_row(
+        "SELECT count(*) FROM pragma_table_info('speakers') WHERE name = 'agent_until'",
+        [],
+        |row| row.get(0),
+    )?;
+    if !present {
+        conn.execute_batch(
+            "ALTER TABLE speakers ADD COLUMN agent_until INTEGER NOT NULL DEFAULT 0;",
+        )?;
+    }
     Ok(())
 }
 
@@ -119,6 +138,7 @@ CREATE TABLE speakers (
     nick TEXT NOT NULL,
     last_seen INTEGER NOT NULL,
     kind INTEGER NOT NULL DEFAULT 0,
+    agent_until INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (channel_id, key)
 ) WITHOUT ROWID;
 CREATE VIRTUAL TABLE messages_fts USING fts5(

@@ -42,8 +42,8 @@ use rusqlite::{Connection, OptionalExtension, params};
 use tokio::sync::oneshot;
 
 use super::{
-    HEARD_WINDOW, HistoryError, Message, NewMessage, Origin, SenderKind, Shared, Unstored,
-    commit_failure, from_micros, message_row, select_messages,
+    AGENT_MARK, HEARD_WINDOW, HistoryError, Message, NewMessage, Origin, SenderKind, Shared,
+    Unstored, commit_failure, from_micros, message_row, select_messages,
 };
 use crate::names::Channel;
 
@@ -350,12 +350,21 @@ impl Writer {
                     ..
                 } => {
                     let (channel_id, _) = self.channel_id(channel)?;
+                    let until = Utc::now().timestamp_micros() + AGENT_MARK.as_micros() as i64;
                     self.conn
                         .prepare_cached(
-                            "INSERT INTO speakers (channel_id, key, nick, last_seen, kind) VALUES (?1, ?2, ?3, 0, ?4)
-                             ON CONFLICT (channel_id, key) DO UPDATE SET kind = excluded.kind",
+                            "INSERT INTO speakers (channel_id, key, nick, last_seen, kind, agent_until)
+                             VALUES (?1, ?2, ?3, 0, ?4, ?5)
+                             ON CONFLICT (channel_id, key) DO UPDATE
+                             SET kind = excluded.kind, agent_until = excluded.agent_until",
                         )?
-                        .execute(params![channel_id, &*nick_key, &*nick, SenderKind::Agent as i64])?;
+                        .execute(params![
+                            channel_id,
+                            &*nick_key,
+                            &*nick,
+                            SenderKind::Agent as i64,
+                            until
+                        ])?;
                 }
                 Op::Index { .. } => index = true,
                 // Held before the group runs; written just below either way.
@@ -598,21 +607,26 @@ impl Writer {
         Ok(None)
     }
 
-    /// The kind of the heard line `message`: an agent's when a process
-    /// sharing the history marked its nick as one of its agents in the
+    /// The kind of the heard line `message`: an agent's while a process
+    /// sharing the history has its nick marked as one of its agents in the
     /// channel (see [`Op::MarkAgent`]), else what the observer took it for.
     fn heard_kind(&self, channel_id: i64, message: &NewMessage) -> rusqlite::Result<SenderKind> {
         if message.kind != SenderKind::Human {
             return Ok(message.kind);
         }
-        let marked: Option<i64> = self
+        let marked: bool = self
             .conn
-            .prepare_cached("SELECT kind FROM speakers WHERE channel_id = ?1 AND key = ?2")?
-            .query_row(params![channel_id, message.nick_key], |row| row.get(0))
-            .optional()?;
-        Ok(match marked.map(SenderKind::from_db) {
-            Some(SenderKind::Agent) => SenderKind::Agent,
-            _ => message.kind,
+            .prepare_cached(
+                "SELECT count(*) FROM speakers WHERE channel_id = ?1 AND key = ?2 AND agent_until >= ?3",
+            )?
+            .query_row(
+                params![channel_id, message.nick_key, Utc::now().timestamp_micros()],
+                |row| row.get(0),
+            )?;
+        Ok(if marked {
+            SenderKind::Agent
+        } else {
+            message.kind
         })
     }
 

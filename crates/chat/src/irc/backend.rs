@@ -41,7 +41,7 @@ use super::{
 };
 use crate::{
     backend::{ChatBackend, ChatError, Delivery, Member},
-    history::{History, Message, NewMessage, Origin, SenderKind, Unstored},
+    history::{AGENT_MARK, History, Message, NewMessage, Origin, SenderKind, Unstored},
     names::{Channel, NameRules, Nick},
 };
 
@@ -112,9 +112,9 @@ struct Inner {
     membership: Mutex<Membership>,
     confirmations: Arc<Confirmations>,
     senders: Mutex<HashMap<String, SenderSlot>>,
-    /// (channel key, nick key) of the agents this process has marked as
-    /// its own in the history (see `History::mark_agent`).
-    marked_agents: Mutex<HashSet<(String, String)>>,
+    /// When this process last marked an agent as its own in the history,
+    /// by (channel key, nick key) (see `History::mark_agent`).
+    marked_agents: Mutex<HashMap<(String, String), Instant>>,
 }
 
 struct SenderSlot {
@@ -634,9 +634,9 @@ impl Inner {
     }
 
     /// Marks the nick `connection` holds as this process's agent in
-    /// `channel`, once, before it speaks there: processes sharing the
-    /// history whose observers hear its lines first store them as an
-    /// agent's too.
+    /// `channel` before it speaks there, again once half of [`AGENT_MARK`]
+    /// has passed: processes sharing the history whose observers hear its
+    /// lines first store them as an agent's too.
     async fn mark_agent(
         &self,
         channel: &Channel,
@@ -649,22 +649,24 @@ impl Inner {
             channel.key().to_owned(),
             self.observer.info().rules.casemapping.fold(&nick),
         );
+        let fresh = |marked: &Instant| marked.elapsed() < AGENT_MARK / 2;
         if self
             .marked_agents
             .lock()
             .expect("marked agents lock")
-            .contains(&key)
+            .get(&key)
+            .is_some_and(fresh)
         {
             return Ok(());
         }
+        let marked = Instant::now();
         self.history
             .mark_agent(channel, &nick, &key.1)
             .await
             .map_err(ChatError::History)?;
-        self.marked_agents
-            .lock()
-            .expect("marked agents lock")
-            .insert(key);
+        let mut marks = self.marked_agents.lock().expect("marked agents lock");
+        marks.retain(|_, marked| marked.elapsed() < AGENT_MARK);
+        marks.insert(key, marked);
         Ok(())
     }
 
