@@ -482,6 +482,13 @@ fn invalid(key: impl Into<String>, problem: impl Into<String>) -> ConfigError {
     }
 }
 
+/// The process's environment variable `name`; set to the empty string, it
+/// counts as unset (`SWITCHBOARD_DATA_DIR= switchboard serve` is the
+/// default data directory, not the working directory).
+pub fn env_var(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|value| !value.is_empty())
+}
+
 impl Config {
     /// Builds the configuration for `serve` from every layer.
     pub fn load(
@@ -504,10 +511,7 @@ impl Config {
             .config
             .clone()
             .or_else(|| env("SWITCHBOARD_CONFIG").map(PathBuf::from));
-        let profile = args
-            .profile
-            .clone()
-            .or_else(|| env("SWITCHBOARD_PROFILE").filter(|p| !p.is_empty()));
+        let profile = args.profile.clone().or_else(|| env("SWITCHBOARD_PROFILE"));
         let mut config = match (&profile, &file) {
             (None, None) => Self::default(),
             (None, Some(path)) => Self::from_file(path)?,
@@ -582,7 +586,9 @@ impl Config {
             problem: problem.to_owned(),
         };
         if let Some(v) = env("SWITCHBOARD_DATA_DIR") {
+            // A directory to keep the history in, as `--data-dir` says.
             self.data_dir = Some(PathBuf::from(v));
+            self.ephemeral = false;
         }
         if let Some(v) = env("SWITCHBOARD_HTTP") {
             self.http.listen = v.parse().map_err(|_| {
@@ -607,7 +613,7 @@ impl Config {
                     return Err(bad(
                         "TRANSPORT_TYPE",
                         &v,
-                        "expected memory (the local hub) or irc",
+                        "expected memory or local (the local hub), or irc",
                     ));
                 }
             };
@@ -623,7 +629,7 @@ impl Config {
         if let Some(v) = env("IRC_NICK") {
             self.chat.irc.nick = Some(v);
         }
-        if let Some(v) = env("SWITCHBOARD_NICK").filter(|v| !v.is_empty()) {
+        if let Some(v) = env("SWITCHBOARD_NICK") {
             self.chat.nick = Some(v);
         }
         if let Some(v) = env("SWITCHBOARD_LOG") {
@@ -1006,7 +1012,6 @@ impl Config {
         }
         let dir = self.data_dir.clone().unwrap_or_else(|| {
             env("XDG_DATA_HOME")
-                .filter(|d| !d.is_empty())
                 .map(PathBuf::from)
                 .or_else(|| env("HOME").map(|h| Path::new(&h).join(".local/share")))
                 .unwrap_or_else(|| PathBuf::from("."))
@@ -1147,6 +1152,18 @@ mod tests {
         assert_eq!(
             (c.chat.irc.port, c.chat.irc.nick.as_deref()),
             (6697, Some("obs"))
+        );
+    }
+
+    #[test]
+    fn a_data_dir_from_the_environment_keeps_the_history_on_disk_like_the_flag() {
+        let mut c = Config::from_toml("ephemeral = true").unwrap();
+        c.apply_env(&env_of(&[("SWITCHBOARD_DATA_DIR", "/var/lib/sb")]))
+            .unwrap();
+        assert!(!c.ephemeral);
+        assert_eq!(
+            c.history_path(&env_of(&[])),
+            Some(PathBuf::from("/var/lib/sb/history.db"))
         );
     }
 

@@ -124,7 +124,7 @@ fn is_usage_error(e: &anyhow::Error) -> bool {
 pub fn run() -> ExitCode {
     become_small_shim();
     let cli = cli::Cli::parse();
-    let env = |name: &str| std::env::var(name).ok();
+    let env = config::env_var;
     let result = match cli.command {
         Command::Serve(args) => match config::Config::load(&args, &env) {
             Ok(config) => serve::run(config, || config::Config::load(&args, &env)),

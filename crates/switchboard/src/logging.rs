@@ -2,11 +2,13 @@
 
 use std::{fs::OpenOptions, io::IsTerminal, path::Path, sync::Mutex};
 
-use anyhow::Context;
 use tracing_subscriber::EnvFilter;
 
-/// Installs the global subscriber. `filter` was validated with the config.
-pub fn init(filter: &str, file: Option<&Path>) -> anyhow::Result<()> {
+use crate::config::ConfigError;
+
+/// Installs the global subscriber. `filter` was validated with the config;
+/// a log file that cannot be opened is a config error naming `log.file`.
+pub fn init(filter: &str, file: Option<&Path>) -> Result<(), ConfigError> {
     let builder = tracing_subscriber::fmt()
         .with_env_filter(EnvFilter::new(filter))
         .with_target(false);
@@ -16,7 +18,13 @@ pub fn init(filter: &str, file: Option<&Path>) -> anyhow::Result<()> {
                 .create(true)
                 .append(true)
                 .open(path)
-                .with_context(|| format!("cannot open the log file {}", path.display()))?;
+                .map_err(|e| ConfigError::Invalid {
+                    key: "log.file".into(),
+                    problem: format!(
+                        "cannot open {} for appending: {e}; give a file in a directory that exists and is writable",
+                        path.display()
+                    ),
+                })?;
             builder
                 .with_ansi(false)
                 .with_writer(Mutex::new(file))

@@ -25,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     cli::DAEMON_APP_ID,
-    config::{Backend, Config, ConfigError},
+    config::{Backend, Config, ConfigError, env_var},
     logging,
     mcp::{Drain, McpServer},
     transport::{guard::Guard, http, relay::RegistryHandler, stdio},
@@ -37,7 +37,7 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 /// Serves `config` until shutdown; `reload` loads the config anew for a
 /// SIGHUP.
 pub fn run(config: Config, reload: impl Fn() -> Result<Config, ConfigError>) -> anyhow::Result<()> {
-    let env = |name: &str| std::env::var(name).ok();
+    let env = env_var;
     logging::init(&config.log.level, config.log.file.as_deref())?;
     // Config errors of the toolkit sections surface here, before anything
     // is opened or connected.

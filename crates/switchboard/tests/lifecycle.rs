@@ -180,6 +180,14 @@ async fn configuration_errors_exit_2_naming_the_key() {
             vec![],
             "http.max_sse_sessions",
         ),
+        (
+            vec![
+                "--log-file".into(),
+                dir.path().join("no-such-dir/sb.log").display().to_string(),
+            ],
+            vec![],
+            "log.file",
+        ),
     ];
     std::fs::write(&file, "[http]\nlisten_on = \"127.0.0.1:1\"\n").unwrap();
     std::fs::write(&caps, "[http]\nmax_sse_sessions = 0\n").unwrap();
@@ -199,6 +207,43 @@ async fn configuration_errors_exit_2_naming_the_key() {
         assert_eq!(output.status.code(), Some(2), "{refs:?} {env:?}: {stderr}");
         assert!(stderr.contains(expected), "{refs:?} {env:?}: {stderr}");
     }
+}
+
+#[tokio::test]
+async fn variables_set_to_nothing_count_as_unset() {
+    let home = tempfile::tempdir().unwrap();
+    let cwd = tempfile::tempdir().unwrap();
+    let mut cmd = command(&["--stdio", "--no-socket"]);
+    cmd.current_dir(cwd.path())
+        .env("HOME", home.path())
+        .env_remove("XDG_DATA_HOME")
+        .stdin(std::process::Stdio::null());
+    for var in [
+        "SWITCHBOARD_CONFIG",
+        "SWITCHBOARD_PROFILE",
+        "SWITCHBOARD_DATA_DIR",
+        "SWITCHBOARD_HTTP",
+        "SWITCHBOARD_LOG_FILE",
+        "MCP_PORT",
+        "TRANSPORT_TYPE",
+        "IRC_PORT",
+    ] {
+        cmd.env(var, "");
+    }
+    let output = tokio::time::timeout(Duration::from_secs(10), cmd.output())
+        .await
+        .unwrap()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    // The default data directory, not the working directory.
+    assert!(
+        home.path()
+            .join(".local/share/switchboard/history.db")
+            .is_file(),
+        "{stderr}"
+    );
+    assert!(std::fs::read_dir(cwd.path()).unwrap().next().is_none());
 }
 
 #[tokio::test]
