@@ -194,7 +194,7 @@ impl Backfill {
         }
         let request = self.requests.remove(key)?;
         if full {
-            tracing::warn!(channel = %request.channel, pages = request.pages, "history backfill stopped after its page limit; older messages of the gap are missing");
+            tracing::warn!(channel = %request.channel, pages = request.pages, "history backfill stopped after its page limit; the newest messages of the gap are missing (pages run forward from the oldest)");
         }
         tracing::info!(channel = %request.channel, messages = request.stored, "history backfilled from the IRC server");
         None

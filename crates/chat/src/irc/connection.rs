@@ -104,7 +104,7 @@ pub enum ConnError {
     )]
     SaslFailed { account: String, reason: String },
     #[error(
-        "the IRC server refused another connection from this host: its per-IP connection limit is reached (it said: {0}); raise the limit (InspIRCd <connect localmax/globalmax>, ngIRCd MaxConnectionsIP) or use fewer sender nicks"
+        "the IRC server refused another connection from this host: its per-IP connection limit is reached (it said: {0}); raise the limit (InspIRCd <connect localmax/globalmax>, ngIRCd MaxConnectionsIP, Solanum number_per_ip) or use fewer sender nicks"
     )]
     PerIpLimit(String),
     #[error("the IRC server closed the connection: {0}")]

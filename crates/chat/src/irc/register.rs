@@ -48,6 +48,8 @@ pub(super) struct Registration<'a> {
     offered: HashMap<String, String>,
     caps: HashSet<String>,
     suffixes: usize,
+    /// Whether the server said the SASL login succeeded.
+    logged_in: bool,
 }
 
 impl<'a> Registration<'a> {
@@ -61,6 +63,7 @@ impl<'a> Registration<'a> {
             offered: HashMap::new(),
             caps: HashSet::new(),
             suffixes: 0,
+            logged_in: false,
         }
     }
 
@@ -171,12 +174,22 @@ impl<'a> Registration<'a> {
         let reason = || params.last().cloned().unwrap_or_default();
         let lines = match code {
             Response::RPL_WELCOME => {
+                // A server that ignores CAP welcomes NICK and USER at once:
+                // never connect without the login the config asks for.
+                if self.identity.sasl.is_some() && !self.logged_in {
+                    return Err(self.sasl_failed(
+                        "the server registered the connection without SASL (it does not negotiate IRCv3 capabilities; unset chat.irc.sasl_account to connect without logging in)",
+                    ));
+                }
                 if let Some(nick) = params.first() {
                     self.nick.clone_from(nick);
                 }
                 return Ok(Progress::Welcomed);
             }
-            Response::RPL_SASLSUCCESS => vec![cap_end()?],
+            Response::RPL_SASLSUCCESS => {
+                self.logged_in = true;
+                vec![cap_end()?]
+            }
             Response::ERR_SASLFAIL
             | Response::ERR_SASLTOOLONG
             | Response::ERR_SASLABORT
@@ -357,6 +370,34 @@ mod tests {
             feed(&mut r, ":irc 904 bot :SASL authentication failed"),
             Err(ConnError::SaslFailed { account, .. }) if account == "acct"
         ));
+    }
+
+    #[test]
+    fn a_welcome_before_the_sasl_login_is_an_error() {
+        let id = identity(true);
+        // A server without IRCv3: CAP is an unknown command, NICK and USER
+        // register at once.
+        let mut r = Registration::new(&id, &[]);
+        assert!(
+            feed(&mut r, ":irc 421 * CAP :Unknown command")
+                .unwrap()
+                .is_empty()
+        );
+        assert!(matches!(
+            feed(&mut r, ":irc 001 bot :Welcome"),
+            Err(ConnError::SaslFailed { account, reason })
+                if account == "acct" && reason.contains("without SASL")
+        ));
+        // Logged in first, the welcome is the end of registration.
+        let mut r = Registration::new(&id, &[]);
+        feed(&mut r, ":irc CAP * LS :sasl").unwrap();
+        feed(&mut r, ":irc CAP * ACK :sasl").unwrap();
+        feed(&mut r, "AUTHENTICATE +").unwrap();
+        feed(&mut r, ":irc 903 bot :SASL authentication successful").unwrap();
+        assert_eq!(
+            feed(&mut r, ":irc 001 bot :Welcome").unwrap(),
+            ["<welcomed>"]
+        );
     }
 
     #[test]
