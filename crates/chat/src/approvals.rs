@@ -76,6 +76,9 @@ pub(crate) struct Approvals {
 }
 
 struct Request {
+    /// The id as the agent's client sent it, for the verdict; requests are
+    /// keyed (and answered in the channel) by its lowercase form.
+    request_id: String,
     session: Weak<Session>,
     agent: String,
     tool: String,
@@ -103,7 +106,10 @@ impl Behavior {
 
 /// A permission request, checked.
 struct Ask {
+    /// The lowercase id, which people type.
     id: String,
+    /// The id as sent.
+    request_id: String,
     tool: String,
     description: String,
     preview: String,
@@ -151,6 +157,7 @@ impl Approvals {
             requests.insert(
                 ask.id.clone(),
                 Request {
+                    request_id: ask.request_id.clone(),
                     session: Arc::downgrade(session),
                     agent: agent.clone(),
                     tool: ask.tool.clone(),
@@ -227,7 +234,10 @@ impl Approvals {
             );
         };
         let mut params = JsonObject::new();
-        params.insert("request_id".into(), Value::String(id.to_owned()));
+        params.insert(
+            "request_id".into(),
+            Value::String(request.request_id.clone()),
+        );
         params.insert(
             "behavior".into(),
             Value::String(behavior.as_str().to_owned()),
@@ -318,7 +328,8 @@ fn parse(params: &JsonObject) -> Result<Ask, String> {
             None => Err(format!("{name} is missing")),
         }
     };
-    let id = field("request_id")?.to_ascii_lowercase();
+    let request_id = field("request_id")?;
+    let id = request_id.to_ascii_lowercase();
     if id.is_empty()
         || id.len() > MAX_ID
         || !id
@@ -335,6 +346,7 @@ fn parse(params: &JsonObject) -> Result<Ask, String> {
     }
     Ok(Ask {
         id,
+        request_id: request_id.to_owned(),
         tool: one_line(tool, MAX_TOOL),
         description: one_line(field("description")?, MAX_DESCRIPTION),
         preview: one_line(
@@ -411,7 +423,10 @@ mod tests {
                 .unwrap(),
         )
         .unwrap();
-        assert_eq!(ask.id, "abcde");
+        assert_eq!(
+            (ask.id.as_str(), ask.request_id.as_str()),
+            ("abcde", "AbCdE")
+        );
         assert_eq!(ask.description, "list files");
         let long = parse(
             json!({"request_id": "x", "tool_name": "T", "description": "d".repeat(5000)})

@@ -677,16 +677,17 @@ async fn approvals_go_to_a_channel_and_only_people_answer_them() {
     say(&socket, runtime.path(), "#approvals", "zed", "no zzzzz").await;
     wait_for_text(&other, "#approvals", "there is no approval request zzzzz").await;
 
-    // A denial.
+    // A denial, of an id sent in mixed case: people type it in lowercase,
+    // the verdict carries it as it was sent.
     worker
-        .notify(PERMISSION_REQUEST, permission_request("fghij"))
+        .notify(PERMISSION_REQUEST, permission_request("FgHij"))
         .await;
     wait_for_text(&other, "#approvals", "Approval fghij").await;
     say(&socket, runtime.path(), "#approvals", "zed", "n fghij").await;
     let verdict = worker.wait_for(PERMISSION, 2, Duration::from_secs(5)).await;
     assert_eq!(
         verdict[1].1["params"],
-        json!({"request_id": "fghij", "behavior": "deny"})
+        json!({"request_id": "FgHij", "behavior": "deny"})
     );
 
     // Malformed requests are dropped: nothing is posted.
