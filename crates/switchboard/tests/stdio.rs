@@ -161,6 +161,33 @@ async fn wait_for_messages_returns_a_message_sent_while_waiting() {
 }
 
 #[tokio::test]
+async fn waiting_on_a_channel_follows_it_even_when_nothing_comes() {
+    let client = stdio_client(
+        &["--ephemeral", "--nick", "bob"],
+        ProtocolVersion::V_2025_11_25,
+    )
+    .await;
+    send(&client, "quiet", "alice", "before the wait").await;
+    let waited = call(
+        &client,
+        "wait_for_messages",
+        json!({"channel": "quiet", "timeout_s": 0.1}),
+    )
+    .await;
+    assert!(text(&waited).starts_with("No new messages in #quiet"));
+    let channels = call(&client, "list_channels", json!({})).await;
+    assert!(
+        text(&channels).ends_with("0 unread, joined)"),
+        "{}",
+        text(&channels)
+    );
+    send(&client, "quiet", "alice", "after the wait").await;
+    let inbox = call(&client, "read_messages", json!({})).await;
+    assert_eq!(texts(&inbox), ["after the wait"]);
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
 async fn bad_arguments_get_clear_tool_errors_and_change_nothing() {
     let client = stdio_client(&["--ephemeral"], ProtocolVersion::V_2025_11_25).await;
     send(&client, "ok", "alice", "baseline").await;

@@ -545,15 +545,20 @@ impl ChatTools {
         if let Some(me) = me {
             match newest {
                 Some((channel_id, seq)) => self.read_up_to(&me, channel_id, seq)?,
-                None => {
-                    if let Some(tip) = tip {
-                        let map = self.backend.rules().casemapping;
-                        self.inbox.join(&me, map, tip.channel_id).map_err(fail)?;
-                    }
-                }
+                None => self.join_read(&me, tip)?,
             }
         }
         Ok(output)
+    }
+
+    /// Joins `me` to the channel of `tip` (if it has been recorded at all),
+    /// as reading it does when there is nothing to read.
+    fn join_read(&self, me: &Nick, tip: Option<Tip>) -> Result<(), ToolError> {
+        if let Some(tip) = tip {
+            let map = self.backend.rules().casemapping;
+            self.inbox.join(me, map, tip.channel_id).map_err(fail)?;
+        }
+        Ok(())
     }
 
     /// Reads `me`'s inbox (of the channels `access` opens) and marks what
@@ -696,8 +701,12 @@ impl ChatTools {
             .await
             .map_err(fail)?;
         let more = trim_page(&mut messages, Some(since), limit);
-        if let (Some(me), Some(newest)) = (&me, messages.first()) {
-            self.read_up_to(me, newest.channel_id, newest.seq)?;
+        if let Some(me) = &me {
+            match messages.first() {
+                Some(newest) => self.read_up_to(me, newest.channel_id, newest.seq)?,
+                // Waiting on a channel follows it, like reading it.
+                None => self.join_read(me, self.history.tip(channel.key()).map_err(fail)?)?,
+            }
         }
         let timed_out = messages.is_empty();
         let mut output = messages_output(&channel, &messages, asked, more, timed_out);
