@@ -49,6 +49,7 @@ impl PromptTools {
         let mut env = Environment::new();
         env.set_auto_escape_callback(|_| AutoEscape::None);
         env.set_undefined_behavior(UndefinedBehavior::Chainable);
+        crate::templates::print_none_as_nothing(&mut env);
         for (i, prompt) in configs.iter().enumerate() {
             let key = format!("prompts[{i}]");
             if prompt.name.is_empty()
@@ -170,7 +171,7 @@ mod tests {
 [[prompts]]
 name = "author_service"
 description = "Write a service"
-template = "Write a service named {{ name }}{% if methods %} with {{ methods }}{% endif %}."
+template = "Write a service named {{ name }}{% if methods %} with {{ methods }}{% endif %}.{{ methods }}"
 arguments = [
   { name = "name", description = "Service name", required = true },
   { name = "methods", description = "Methods" },
@@ -202,11 +203,15 @@ arguments = [
             )
             .unwrap()
             .unwrap();
-        assert_eq!(text(full), "Write a service named Users with get, put.");
+        assert_eq!(
+            text(full),
+            "Write a service named Users with get, put.get, put"
+        );
         let short = t
             .get("author_service", &args(json!({"name": "Users"})))
             .unwrap()
             .unwrap();
+        // An absent argument, unguarded, prints nothing.
         assert_eq!(text(short), "Write a service named Users.");
         assert!(t.get("nope", &JsonObject::new()).is_none());
     }

@@ -59,6 +59,18 @@ struct TemplateTool {
     command: Option<String>,
 }
 
+/// Makes `{{ x }}` of an absent optional argument (`none`) print nothing,
+/// rather than minijinja's `none`, in tool and prompt templates alike.
+pub(crate) fn print_none_as_nothing(env: &mut Environment<'_>) {
+    env.set_formatter(|out, state, value| {
+        if value.is_none() {
+            Ok(())
+        } else {
+            minijinja::escape_formatter(out, state, value)
+        }
+    });
+}
+
 impl TemplateTools {
     /// Checks `configs` (the `[[templates]]` sections), loads and compiles
     /// every template; `profile_dir` is where template files are found.
@@ -68,13 +80,7 @@ impl TemplateTools {
         env.set_auto_reload(false);
         env.set_auto_escape_callback(|_| AutoEscape::None);
         env.set_undefined_behavior(UndefinedBehavior::Strict);
-        env.set_formatter(|out, state, value| {
-            if value.is_none() {
-                Ok(())
-            } else {
-                minijinja::escape_formatter(out, state, value)
-            }
-        });
+        print_none_as_nothing(&mut env);
         env.set_fuel(Some(FUEL));
         let syntax = SyntaxConfig::builder()
             .trim_blocks(true)
