@@ -78,7 +78,7 @@ pub struct ManArgs {
 
 #[derive(Debug, Args)]
 pub struct McpConfigArgs {
-    /// Where to write it (default: mcp-config.json beside the app's socket).
+    /// Where to write it (default: mcp-config.json beside the app's socket); - prints it.
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
     /// The application whose tools the shim relays (default: the switchboard daemon).

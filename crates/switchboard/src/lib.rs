@@ -45,7 +45,8 @@ use switchboard_chat::history::BackupError;
 
 use crate::{cli::Command, config::ConfigError};
 
-/// `switchboard mcp-config`: writes the file and prints its path.
+/// `switchboard mcp-config`: writes the file and prints its path, or with
+/// `--out -` prints the JSON itself.
 fn write_mcp_config(args: &cli::McpConfigArgs) -> anyhow::Result<()> {
     use switchboard_relay::{DEFAULT_PREFIX, McpConfig, mcp_config_path};
     let mut config = match &args.socket {
@@ -66,6 +67,10 @@ fn write_mcp_config(args: &cli::McpConfigArgs) -> anyhow::Result<()> {
         } else {
             config.with_command(exe)
         };
+    }
+    if args.out.as_deref() == Some(std::path::Path::new("-")) {
+        println!("{:#}", config.to_json());
+        return Ok(());
     }
     let out = args
         .out

@@ -1983,6 +1983,27 @@ async fn mcp_config_names_a_shim_that_reaches_the_daemon() {
         .map(|a| a.as_str().unwrap())
         .collect();
     assert_eq!(args, ["--socket", socket.to_str().unwrap()]);
+    // `--out -` prints the same JSON instead of writing a file.
+    let printed = switchboard(
+        &[
+            "mcp-config",
+            "--socket",
+            socket.to_str().unwrap(),
+            "--name",
+            "chat",
+            "--out",
+            "-",
+        ],
+        runtime.path(),
+    )
+    .output()
+    .await
+    .unwrap();
+    assert!(printed.status.success());
+    assert_eq!(
+        serde_json::from_slice::<Value>(&printed.stdout).unwrap(),
+        config
+    );
 
     let mut cmd = tokio::process::Command::new(command);
     cmd.args(&args).kill_on_drop(true);
