@@ -73,6 +73,19 @@ pub struct Hello {
 }
 
 impl Hello {
+    /// A hello naming the client `client`, with no identity and no events.
+    ///
+    /// ```
+    /// use switchboard_relay::{client::Hello, events};
+    ///
+    /// let hello = Hello {
+    ///     identity: Some("alice".into()),
+    ///     events: vec![events::CHANNEL.into()],
+    ///     ..Hello::new("my-shim")
+    /// };
+    /// assert_eq!(hello.client, "my-shim");
+    /// assert_eq!(Hello::new("my-shim").identity, None);
+    /// ```
     pub fn new(client: impl Into<String>) -> Self {
         Self {
             client: client.into(),
@@ -96,6 +109,58 @@ pub struct Welcome {
 }
 
 /// One connection to an application.
+///
+/// Dial with [`Link::connect`] or [`Link::connect_as`], then make requests
+/// and exchange events, concurrently if need be:
+///
+/// ```
+/// # use std::{sync::Arc, time::Duration};
+/// # use serde_json::json;
+/// # use switchboard_relay::{Call, Options, PeerInfo, Tool, ToolHandler, ToolResult};
+/// use switchboard_relay::{Event, client::{Hello, Incoming, Link}, events};
+/// # struct App(tokio::sync::mpsc::UnboundedSender<Event>);
+/// # impl ToolHandler for App {
+/// #     fn tools(&self) -> Vec<Tool> {
+/// #         vec![Tool::new("ping", "Answer pong.", json!({"type": "object"}))]
+/// #     }
+/// #     async fn call(&self, _: Call) -> ToolResult { ToolResult::text("pong") }
+/// #     async fn event(&self, _: Arc<PeerInfo>, event: Event) { self.0.send(event).unwrap(); }
+/// # }
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let (seen, mut app_got) = tokio::sync::mpsc::unbounded_channel();
+/// # let server = Options::new("dev.example.app")
+/// #     .socket_path(dir.path().join("relay.sock"))
+/// #     .events([events::CHANNEL, events::PERMISSION_REQUEST])
+/// #     .bind(App(seen))
+/// #     .unwrap();
+/// # let (path, app) = (server.socket_path().to_owned(), server.handle());
+/// # tokio::spawn(server.serve(std::future::pending()));
+/// let wait = Duration::from_secs(1);
+/// let hello = Hello {
+///     events: vec![events::CHANNEL.into(), events::PERMISSION_REQUEST.into()],
+///     ..Hello::new("doc test")
+/// };
+/// let (link, mut incoming) = Link::connect_as(&path, wait, hello).await.unwrap();
+/// assert_eq!(link.wait_welcome(wait).await.unwrap().app_id, "dev.example.app");
+///
+/// let list = link.list_tools(wait).await.unwrap();
+/// assert_eq!(list.tools[0].name, "ping");
+/// let result = link.call_tool("ping", Default::default(), wait).await.unwrap();
+/// assert_eq!(result.content[0]["text"], "pong");
+///
+/// // Agreed events go both ways: to the application's handler…
+/// let params = json!({"request_id": "r1"}).as_object().unwrap().clone();
+/// let request = Event::new(events::PERMISSION_REQUEST, params);
+/// link.send_event(&request, wait).await.unwrap();
+/// assert_eq!(app_got.recv().await, Some(request));
+/// // …and from the application to the link's receiver.
+/// app.push(&Event::channel("build failed", [("run", "7")])).unwrap();
+/// let Some(Incoming::Event(event)) = incoming.recv().await else { panic!() };
+/// assert_eq!(event.params["content"], "build failed");
+/// # }
+/// ```
 pub struct Link {
     writer: tokio::sync::Mutex<OwnedWriteHalf>,
     pending: Pending,
@@ -108,6 +173,23 @@ impl Link {
     /// Connects to the socket at `path` within `timeout` and sends a hello
     /// naming the client. What the application says on its own (its
     /// notifications, the close) arrives on the returned receiver.
+    ///
+    /// See [`Link`] for a whole exchange. Nothing listening is an error:
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use switchboard_relay::client::{Link, LinkError};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let path = dir.path().join("relay.sock");
+    /// let failed = Link::connect(&path, Duration::from_secs(1), "doc test").await;
+    /// let error = failed.err().expect("nothing listens there");
+    /// assert!(matches!(error, LinkError::Connect { .. }));
+    /// assert!(error.to_string().starts_with(&format!("cannot connect to {}", path.display())));
+    /// # }
+    /// ```
     pub async fn connect(
         path: &Path,
         timeout: Duration,

@@ -32,6 +32,17 @@ pub struct Event {
 }
 
 impl Event {
+    /// An event named `name` with `params`.
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use switchboard_relay::{Event, events};
+    ///
+    /// let params = json!({"request_id": "r1", "behavior": "allow"});
+    /// let answer = Event::new(events::PERMISSION, params.as_object().unwrap().clone());
+    /// assert_eq!(answer.name, "claude/channel/permission");
+    /// assert_eq!(answer.params["behavior"], "allow");
+    /// ```
     pub fn new(name: impl Into<String>, params: Map<String, Value>) -> Self {
         Self {
             name: name.into(),

@@ -30,6 +30,28 @@ use serde_json::{Value, json};
 
 /// One MCP server entry of an `mcpServers` file: how an agent CLI starts
 /// the server (normally `switchboard shim` pointed at an application).
+///
+/// ```
+/// use std::path::Path;
+/// use serde_json::json;
+/// use switchboard_relay::McpConfig;
+///
+/// let config = McpConfig::shim("dev.example.editor")
+///     .with_command("/opt/switchboard/bin/switchboard")
+///     .with_env("RUST_LOG", "debug");
+/// assert_eq!(config.server_name, "dev_example_editor");
+/// assert_eq!(
+///     config.to_json(),
+///     json!({"mcpServers": {"dev_example_editor": {
+///         "command": "/opt/switchboard/bin/switchboard",
+///         "args": ["shim", "--app-id", "dev.example.editor"],
+///         "env": {"RUST_LOG": "debug"}
+///     }}})
+/// );
+/// // An application bound at its own path is reached with `--socket`.
+/// let config = McpConfig::shim_socket("editor", Path::new("/run/editor.sock"));
+/// assert_eq!(config.args, ["shim", "--socket", "/run/editor.sock"]);
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct McpConfig {
     /// The key under `mcpServers`; agents see tools as

@@ -20,6 +20,13 @@ pub fn socket_path(prefix: &str, app_id: &str) -> PathBuf {
 }
 
 /// The per-user directory under which every app of `prefix` has its own.
+///
+/// ```
+/// use switchboard_relay::paths::{runtime_dir, socket_path};
+///
+/// let dir = runtime_dir("switchboard");
+/// assert_eq!(socket_path("switchboard", "dev.example.app"), dir.join("dev.example.app/relay.sock"));
+/// ```
 pub fn runtime_dir(prefix: &str) -> PathBuf {
     match std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
         Some(dir) => PathBuf::from(dir).join(prefix),
@@ -32,7 +39,17 @@ pub fn runtime_dir(prefix: &str) -> PathBuf {
 }
 
 /// Whether `app_id` is usable as a directory name: non-empty, no `/`, not
-/// `.` or `..`, printable ASCII only.
+/// `.` or `..`, printable ASCII only (at most 128 bytes).
+///
+/// ```
+/// use switchboard_relay::paths::valid_app_id;
+///
+/// assert!(valid_app_id("dev.example.terminal"));
+/// for bad in ["", ".", "..", "a/b", "has space", "é"] {
+///     assert!(!valid_app_id(bad), "{bad:?}");
+/// }
+/// assert!(!valid_app_id(&"x".repeat(129)));
+/// ```
 pub fn valid_app_id(app_id: &str) -> bool {
     !app_id.is_empty()
         && app_id.len() <= 128

@@ -151,7 +151,19 @@ pub async fn read_message<R: AsyncBufRead + Unpin>(
     }
 }
 
-/// Decodes one line (without its `\n`).
+/// Decodes one line (without its `\n`). A line that is not a message is
+/// [`Read::Malformed`], with the request id when one can be read, so that
+/// the error can be answered as a response:
+///
+/// ```
+/// use switchboard_relay::protocol::{Read, RequestId, decode};
+///
+/// let Read::Malformed { reason, id } = decode(br#"{"type":"request","id":7}"#) else {
+///     panic!("a request needs a method");
+/// };
+/// assert_eq!(id, Some(RequestId::Number(7)));
+/// assert!(reason.contains("missing field `method`"), "{reason}");
+/// ```
 pub fn decode(line: &[u8]) -> Read {
     match serde_json::from_slice::<Message>(line) {
         Ok(message) => Read::Message(message),
@@ -172,7 +184,16 @@ pub fn decode(line: &[u8]) -> Read {
     }
 }
 
-/// Encodes a message as one line, `\n` included.
+/// Encodes a message as one line, `\n` included; [`decode`] reads it back.
+///
+/// ```
+/// use switchboard_relay::protocol::{Message, Read, TOOLS_CHANGED, decode, encode};
+///
+/// let message = Message::Notify { event: TOOLS_CHANGED.into() };
+/// let line = encode(&message);
+/// assert_eq!(line, b"{\"type\":\"notify\",\"event\":\"tools_changed\"}\n");
+/// assert_eq!(decode(line.strip_suffix(b"\n").unwrap()), Read::Message(message));
+/// ```
 pub fn encode(message: &Message) -> Vec<u8> {
     let mut line = serde_json::to_vec(message).expect("relay messages always serialise");
     line.push(b'\n');

@@ -36,6 +36,24 @@ use crate::{events::Event, proctree::ProcessInfo};
 /// Build one with [`Tool::new`] and the `with_*` methods, with a struct
 /// literal (`..Default::default()` fills the rest), or deserialise an MCP
 /// `Tool` object.
+///
+/// ```
+/// use serde_json::json;
+/// use switchboard_relay::Tool;
+///
+/// let built = Tool::new("count_windows", "Count the open windows.", json!({"type": "object"}))
+///     .with_annotations(json!({"readOnlyHint": true}))
+///     .with_output_schema(json!({"type": "object", "properties": {"windows": {"type": "integer"}}}));
+/// let literal = Tool {
+///     name: "count_windows".into(),
+///     description: Some("Count the open windows.".into()),
+///     annotations: Some(json!({"readOnlyHint": true})),
+///     output_schema: Some(json!({"type": "object", "properties": {"windows": {"type": "integer"}}})),
+///     ..Default::default()
+/// };
+/// assert_eq!(built, literal);
+/// assert_eq!(serde_json::to_value(&built).unwrap()["annotations"]["readOnlyHint"], true);
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Tool {
     /// The tool's name, unique among the application's tools.
