@@ -1956,22 +1956,25 @@ async fn mcp_config_names_a_shim_that_reaches_the_daemon() {
     let socket = dir.path().join("relay.sock");
     let daemon = Daemon::start(&socket, runtime.path(), &[]).await;
     let out = dir.path().join("mcp.json");
-    let status = switchboard(
-        &[
+    let mcp_config = |out: &str| {
+        let args = [
             "mcp-config",
             "--socket",
             socket.to_str().unwrap(),
             "--name",
             "chat",
             "--out",
-            out.to_str().unwrap(),
-        ],
-        runtime.path(),
-    )
-    .status()
-    .await
-    .unwrap();
-    assert!(status.success());
+            out,
+        ];
+        switchboard(&args, runtime.path()).output()
+    };
+    assert!(
+        mcp_config(out.to_str().unwrap())
+            .await
+            .unwrap()
+            .status
+            .success()
+    );
     let config: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
     let server = &config["mcpServers"]["chat"];
     let command = server["command"].as_str().unwrap();
@@ -1984,21 +1987,7 @@ async fn mcp_config_names_a_shim_that_reaches_the_daemon() {
         .collect();
     assert_eq!(args, ["--socket", socket.to_str().unwrap()]);
     // `--out -` prints the same JSON instead of writing a file.
-    let printed = switchboard(
-        &[
-            "mcp-config",
-            "--socket",
-            socket.to_str().unwrap(),
-            "--name",
-            "chat",
-            "--out",
-            "-",
-        ],
-        runtime.path(),
-    )
-    .output()
-    .await
-    .unwrap();
+    let printed = mcp_config("-").await.unwrap();
     assert!(printed.status.success());
     assert_eq!(
         serde_json::from_slice::<Value>(&printed.stdout).unwrap(),
