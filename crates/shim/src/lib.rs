@@ -97,6 +97,27 @@ pub struct ShimArgs {
     pub nick: Option<String>,
 }
 
+/// Parses a command line that holds [`ShimArgs`], reading a variable set to
+/// the empty string as unset, as `switchboard serve` does. (clap would take
+/// it as an empty value: an error for a number or a file.)
+pub fn parse_command_line<P: clap::Parser>() -> P {
+    let mut matches = empty_env_as_unset(P::command()).get_matches();
+    P::from_arg_matches_mut(&mut matches).unwrap_or_else(|e| e.format(&mut P::command()).exit())
+}
+
+/// `command` with every flag whose variable is set to nothing not reading it.
+fn empty_env_as_unset(command: clap::Command) -> clap::Command {
+    command
+        .mut_args(|arg| {
+            let empty = arg
+                .get_env()
+                .and_then(std::env::var_os)
+                .is_some_and(|value| value.is_empty());
+            if empty { arg.env(None) } else { arg }
+        })
+        .mut_subcommands(empty_env_as_unset)
+}
+
 /// Where the shim finds its application, and how long it waits for it.
 struct Target {
     pub socket: PathBuf,

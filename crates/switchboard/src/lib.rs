@@ -40,7 +40,6 @@ mod transport;
 
 use std::process::ExitCode;
 
-use clap::Parser;
 use switchboard_chat::history::BackupError;
 
 use crate::{cli::Command, config::ConfigError};
@@ -128,7 +127,7 @@ fn is_usage_error(e: &anyhow::Error) -> bool {
 /// how it ended (see the exit statuses above).
 pub fn run() -> ExitCode {
     become_small_shim();
-    let cli = cli::Cli::parse();
+    let cli: cli::Cli = switchboard_shim::parse_command_line();
     let env = config::env_var;
     let result = match cli.command {
         Command::Serve(args) => match config::Config::load(&args, &env) {

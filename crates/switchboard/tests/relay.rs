@@ -1452,6 +1452,28 @@ async fn the_log_env_var_sends_logs_to_that_file_and_nowhere_else() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shim_variables_set_to_nothing_count_as_unset() {
+    let place = Place::new("dev.test.empty-env");
+    let app = TestApp::start(&place.socket);
+    let mut shim = Shim::start_with(
+        &place.socket,
+        place.runtime.path(),
+        &[],
+        &[
+            ("SWITCHBOARD_SHIM_LOG", ""),
+            ("SWITCHBOARD_SHIM_CONNECT_TIMEOUT_MS", ""),
+            ("SWITCHBOARD_SHIM_LIST_TIMEOUT_MS", ""),
+            ("SWITCHBOARD_SHIM_CALL_TIMEOUT_MS", ""),
+            ("SWITCHBOARD_NICK", ""),
+        ],
+    );
+    shim.initialize().await;
+    assert_eq!(shim.call_ok("echo", json!({"text": "hi"})).await, "hi");
+    shim.finish_cleanly().await;
+    app.stop().await;
+}
+
 // --- the Python application, written from the spec alone ----------------------
 
 struct PythonApp {

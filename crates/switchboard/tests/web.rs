@@ -235,12 +235,15 @@ async fn a_token_is_asked_once_and_kept_in_a_strict_cookie() {
         (status, session["token_required"].clone()),
         (StatusCode::OK, json!(true))
     );
-    assert_eq!(
-        reqwest::get(server.url("/api/channels"))
-            .await
+    let refused = reqwest::get(server.url("/api/channels")).await.unwrap();
+    assert_eq!(refused.status(), 401);
+    // A refusal in front of the web view is no more open to a browser than the page.
+    assert_eq!(refused.headers()["x-content-type-options"], "nosniff");
+    assert!(
+        refused.headers()["content-security-policy"]
+            .to_str()
             .unwrap()
-            .status(),
-        401
+            .contains("frame-ancestors 'none'")
     );
     let wrong = post(&server, "/api/login", json!({"token": "guess"})).await;
     assert_eq!(wrong.status(), 401);

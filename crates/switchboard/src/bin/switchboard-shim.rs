@@ -5,9 +5,7 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
-#[derive(Debug, Parser)]
+#[derive(Debug, clap::Parser)]
 #[command(
     name = "switchboard-shim",
     version,
@@ -19,7 +17,7 @@ struct Cli {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli: Cli = switchboard_shim::parse_command_line();
     match switchboard_shim::run(&cli.args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -49,12 +49,22 @@ pub fn too_large_response() -> axum::response::Response {
     )
 }
 
-/// An HTTP response with a JSON body.
+/// An HTTP response with a JSON body. It also answers requests the guard
+/// refuses before they reach the web view, so it carries the headers that
+/// keep a browser from sniffing, framing or running it.
 pub fn json_response(status: ::http::StatusCode, body: String) -> axum::response::Response {
+    use ::http::header;
     use axum::response::IntoResponse;
     (
         status,
-        [(::http::header::CONTENT_TYPE, "application/json")],
+        [
+            (header::CONTENT_TYPE, "application/json"),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            (
+                header::CONTENT_SECURITY_POLICY,
+                "default-src 'none'; frame-ancestors 'none'",
+            ),
+        ],
         body,
     )
         .into_response()
