@@ -162,6 +162,11 @@ async fn the_api_reads_writes_and_refuses_what_it_must() {
             "/api/around?channel=ops&seq=1&context=999",
             "context must be",
         ),
+        ("/api/around?channel=ops&seq=-2", "seq must be a position"),
+        (
+            "/api/messages?channel=ops&before=-1",
+            "before must be a position",
+        ),
     ] {
         let (status, body) = get_json(&server, path).await;
         assert_eq!(status, 400, "{path}: {body}");
@@ -192,6 +197,33 @@ async fn the_api_reads_writes_and_refuses_what_it_must() {
             "{body}: {error}"
         );
     }
+    // Marking read past the newest message would hide what comes next.
+    for seq in [5, -1] {
+        let response = post(
+            &server,
+            "/api/read",
+            json!({"channel": "#ops", "seq": seq, "viewer": "bea"}),
+        )
+        .await;
+        assert_eq!(response.status(), 400, "seq {seq}");
+        let error: Value = response.json().await.unwrap();
+        assert!(
+            error["error"]
+                .as_str()
+                .unwrap()
+                .contains("0 to its newest 4"),
+            "{error}"
+        );
+    }
+    let read = post(
+        &server,
+        "/api/read",
+        json!({"channel": "#ops", "seq": 1, "viewer": "bea"}),
+    )
+    .await;
+    assert_eq!(read.status(), 204);
+    let (_, channels) = get_json(&server, "/api/channels?viewer=bea").await;
+    assert_eq!(channels["channels"][0]["unread"], 3, "{channels}");
     // Not from the page: no Origin, a foreign Origin, or not JSON.
     let no_origin = client
         .post(server.url("/api/send"))

@@ -99,6 +99,11 @@ impl ChatTools {
         limit: usize,
     ) -> Result<Vec<Message>, ToolError> {
         let id = self.known(channel)?;
+        if let Some(before) = before.filter(|&b| b < 1) {
+            return Err(ToolError::new(format!(
+                "before must be a position of {channel}, 1 or more (got {before})"
+            )));
+        }
         self.history.page(id, before, limit).map_err(fail)
     }
 
@@ -111,6 +116,11 @@ impl ChatTools {
         context: usize,
     ) -> Result<Vec<Message>, ToolError> {
         let id = self.known(channel)?;
+        if seq < 1 {
+            return Err(ToolError::new(format!(
+                "seq must be a position of {channel}, 1 or more (got {seq})"
+            )));
+        }
         let end = seq.saturating_add(context as i64 + 1);
         let mut messages = self
             .history
@@ -201,6 +211,14 @@ impl ChatTools {
     /// joining: a person browsing channels does not become their member.
     pub fn mark_read(&self, viewer: &Nick, channel: &Channel, seq: i64) -> Result<(), ToolError> {
         let id = self.known(channel)?;
+        // A cursor never moves back, so one past the newest message would
+        // hide every message up to it.
+        let newest = self.history.last_seq(channel.key()).map_err(fail)?;
+        if !(0..=newest).contains(&seq) {
+            return Err(ToolError::new(format!(
+                "seq must be a position of {channel}, 0 to its newest {newest} (got {seq})"
+            )));
+        }
         self.history
             .mark(viewer.key(), id, Some(seq), None)
             .map(|_| ())
