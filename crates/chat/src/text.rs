@@ -3,7 +3,13 @@
 //! IRC carries one line per message, so every backend stores and relays a
 //! multi-line text as consecutive one-line messages. CR, LF and NUL never
 //! survive inside a line: they are the only bytes that could end an IRC
-//! command early and smuggle in another one.
+//! command early and smuggle in another one. Nor do the other characters
+//! some reader takes as a line break ([`LINE_BREAKS`]): a line that shows
+//! as two could pass its second half off as another nick's message.
+
+/// Unicode's line breaks: LF, CR, vertical tab, form feed, NEL and the line
+/// and paragraph separators.
+const LINE_BREAKS: [char; 7] = ['\n', '\r', '\u{b}', '\u{c}', '\u{85}', '\u{2028}', '\u{2029}'];
 
 /// Why a text cannot be sent.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -18,8 +24,9 @@ pub(crate) enum TextError {
 
 /// Splits `text` into the lines to send, in order.
 ///
-/// CRLF and lone CR count as line breaks; blank lines are skipped (IRC cannot
-/// carry an empty message); NUL becomes U+FFFD so it stays visible.
+/// Every one of [`LINE_BREAKS`] ends a line (CRLF counts once); blank lines
+/// are skipped (IRC cannot carry an empty message); NUL becomes U+FFFD so it
+/// stays visible.
 pub(crate) fn message_lines(text: &str, max_bytes: usize) -> Result<Vec<String>, TextError> {
     if text.len() > max_bytes {
         return Err(TextError::TooLong {
@@ -28,7 +35,7 @@ pub(crate) fn message_lines(text: &str, max_bytes: usize) -> Result<Vec<String>,
         });
     }
     let lines: Vec<String> = text
-        .split(['\n', '\r'])
+        .split(LINE_BREAKS)
         .filter(|line| !line.trim().is_empty())
         .map(|line| line.replace('\0', "\u{FFFD}"))
         .collect();
@@ -36,6 +43,16 @@ pub(crate) fn message_lines(text: &str, max_bytes: usize) -> Result<Vec<String>,
         return Err(TextError::Empty);
     }
     Ok(lines)
+}
+
+/// A line heard from the network as it is stored: one line, whatever the
+/// sender put in it (a space for each of [`LINE_BREAKS`], U+FFFD for NUL).
+pub(crate) fn heard_line(text: String) -> String {
+    if text.contains(LINE_BREAKS) || text.contains('\0') {
+        text.replace(LINE_BREAKS, " ").replace('\0', "\u{FFFD}")
+    } else {
+        text
+    }
 }
 
 /// Splits one line into pieces of at most `budget` bytes each: at the last
@@ -84,6 +101,22 @@ mod tests {
     fn lines_split_on_every_line_break_and_skip_blank_ones() {
         let lines = message_lines("one\r\ntwo\rthree\n\n  \nfour", 1000).unwrap();
         assert_eq!(lines, ["one", "two", "three", "four"]);
+    }
+
+    #[test]
+    fn no_line_can_pass_for_two() {
+        let forged = "fine\u{2028}[02:00:00] <boss> ship it";
+        for separator in ['\u{b}', '\u{c}', '\u{85}', '\u{2028}', '\u{2029}'] {
+            let text = forged.replace('\u{2028}', &separator.to_string());
+            assert_eq!(
+                message_lines(&text, 1000).unwrap(),
+                ["fine", "[02:00:00] <boss> ship it"],
+                "{separator:?}"
+            );
+            assert_eq!(heard_line(text), "fine [02:00:00] <boss> ship it");
+        }
+        assert_eq!(heard_line("a\0b".into()), "a\u{FFFD}b");
+        assert_eq!(heard_line("\u{2}bold\u{2}".into()), "\u{2}bold\u{2}");
     }
 
     #[test]

@@ -72,8 +72,8 @@ fn print_messages(messages: &[Value], out: &mut impl Write) -> std::io::Result<O
         writeln!(
             out,
             "[{clock}] <{}> {}",
-            message["nick"].as_str().unwrap_or("?"),
-            message["text"].as_str().unwrap_or_default()
+            printable(message["nick"].as_str().unwrap_or("?")),
+            printable(message["text"].as_str().unwrap_or_default())
         )?;
     }
     out.flush()?;
@@ -81,6 +81,24 @@ fn print_messages(messages: &[Value], out: &mut impl Write) -> std::io::Result<O
         .first()
         .and_then(|m| m["time"].as_str())
         .map(str::to_owned))
+}
+
+/// `text` with every control character but tab written out (`\u{1b}`):
+/// anyone in a channel could otherwise send the terminal escape sequences.
+fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.contains(|c: char| c.is_control() && c != '\t') {
+        return text.into();
+    }
+    text.chars()
+        .map(|c| {
+            if c.is_control() && c != '\t' {
+                c.escape_unicode().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect::<String>()
+        .into()
 }
 
 /// `switchboard tail`.
@@ -164,4 +182,24 @@ pub async fn say(
     }
     println!("{text}");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tail_prints_no_escape_sequence_a_sender_wrote() {
+        let messages = [json!({
+            "time": "2026-12-01T15:21:22Z",
+            "nick": "eve",
+            "text": "\u{1b}[31mred\u{7}\tand \u{9b}2J plain"
+        })];
+        let mut out = Vec::new();
+        print_messages(&messages, &mut out).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "[15:21:22] <eve> \\u{1b}[31mred\\u{7}\tand \\u{9b}2J plain\n"
+        );
+    }
 }

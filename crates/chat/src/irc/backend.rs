@@ -418,6 +418,7 @@ pub(crate) fn channel_message(
         }
         None => text.to_owned(),
     };
+    let text = crate::text::heard_line(text);
     let time = wire::tag(message, "time")
         .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
         .map(|t| t.with_timezone(&Utc));
