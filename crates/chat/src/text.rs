@@ -9,7 +9,9 @@
 
 /// Unicode's line breaks: LF, CR, vertical tab, form feed, NEL and the line
 /// and paragraph separators.
-const LINE_BREAKS: [char; 7] = ['\n', '\r', '\u{b}', '\u{c}', '\u{85}', '\u{2028}', '\u{2029}'];
+const LINE_BREAKS: [char; 7] = [
+    '\n', '\r', '\u{b}', '\u{c}', '\u{85}', '\u{2028}', '\u{2029}',
+];
 
 /// Why a text cannot be sent.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -184,6 +184,34 @@ pub fn error_json(id: Option<Id>, code: i32, message: &str) -> String {
     json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}).to_string()
 }
 
+/// The `name` and `arguments` of a `tools/call` request's params (no
+/// arguments is none), or the problem to reply with as invalid params.
+///
+/// ```
+/// use serde_json::json;
+/// use switchboard_jsonrpc::call_params;
+///
+/// let params = json!({"name": "echo", "arguments": {"text": "hi"}});
+/// let (name, arguments) = call_params(params.as_object()).unwrap();
+/// assert_eq!((name, arguments.unwrap().len()), ("echo", 1));
+/// assert_eq!(call_params(None), Err("tools/call needs a string name"));
+/// let listed = json!({"name": "echo", "arguments": ["hi"]});
+/// assert_eq!(call_params(listed.as_object()), Err("arguments must be an object"));
+/// ```
+pub fn call_params(
+    params: Option<&Map<String, Value>>,
+) -> Result<(&str, Option<&Map<String, Value>>), &'static str> {
+    let name = params
+        .and_then(|p| p.get("name"))
+        .and_then(Value::as_str)
+        .ok_or("tools/call needs a string name")?;
+    match params.and_then(|p| p.get("arguments")) {
+        None | Some(Value::Null) => Ok((name, None)),
+        Some(Value::Object(arguments)) => Ok((name, Some(arguments))),
+        Some(_) => Err("arguments must be an object"),
+    }
+}
+
 /// `bytes` without a leading UTF-8 byte-order mark, which some clients on
 /// Windows write before their first message.
 pub fn strip_bom(bytes: &[u8]) -> &[u8] {

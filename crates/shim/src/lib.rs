@@ -526,22 +526,9 @@ async fn initialize(
 /// Relays a `tools/call`; what goes wrong upstream is a tool error, so the
 /// client always gets its one reply.
 async fn call_tool(upstream: &Arc<Upstream>, id: &Id, params: &Map<String, Value>) -> Reply {
-    let Some(name) = params.get("name").and_then(Value::as_str) else {
-        return Err(Rejection::invalid_params(
-            id.clone(),
-            "tools/call needs a string name",
-        ));
-    };
-    let arguments = match params.get("arguments") {
-        None | Some(Value::Null) => Map::new(),
-        Some(Value::Object(arguments)) => arguments.clone(),
-        Some(_) => {
-            return Err(Rejection::invalid_params(
-                id.clone(),
-                "arguments must be an object",
-            ));
-        }
-    };
+    let (name, arguments) = switchboard_jsonrpc::call_params(Some(params))
+        .map_err(|problem| Rejection::invalid_params(id.clone(), problem))?;
+    let arguments = arguments.cloned().unwrap_or_default();
     let app = upstream.app_name();
     match upstream.call(name, arguments).await {
         Ok(result) => Ok(json!(result)),

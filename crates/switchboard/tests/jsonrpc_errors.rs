@@ -100,6 +100,26 @@ fn cases() -> Vec<(&'static str, i32, Value)> {
             -32600,
             json!(10),
         ),
+        (
+            r#"{"jsonrpc":"2.0","id":11,"method":"tools/call"}"#,
+            -32602,
+            json!(11),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":12,"method":"tools/call","params":{"arguments":{}}}"#,
+            -32602,
+            json!(12),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":13,"method":"tools/call","params":{"name":"x","arguments":[]}}"#,
+            -32602,
+            json!(13),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":14,"method":"no/such"}"#,
+            -32601,
+            json!(14),
+        ),
     ]
 }
 

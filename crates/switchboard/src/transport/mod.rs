@@ -17,8 +17,13 @@ pub mod stdio;
 use futures::{SinkExt, Stream};
 use rmcp::{
     model::{
-        CallToolRequestMethod, ClientJsonRpcMessage, JsonObject, JsonRpcVersion2_0,
-        ProtocolVersion, RequestId, ServerJsonRpcMessage, ServerResult,
+        CallToolRequestMethod, CallToolRequestParams, ClientJsonRpcMessage, ClientRequest,
+        CompleteRequestMethod, CompleteRequestParams, ConstString, GetPromptRequestMethod,
+        GetPromptRequestParams, InitializeRequestParams, InitializeResultMethod, JsonObject,
+        JsonRpcMessage, JsonRpcVersion2_0, ProtocolVersion, ReadResourceRequestMethod,
+        ReadResourceRequestParams, RequestId, ServerJsonRpcMessage, ServerResult,
+        SubscribeRequestMethod, SubscribeRequestParams, UnsubscribeRequestMethod,
+        UnsubscribeRequestParams,
     },
     service::serve_server_with_ct,
 };
@@ -72,18 +77,63 @@ pub fn json_response(status: ::http::StatusCode, body: String) -> axum::response
 
 /// One incoming message, judged by [`classify`] (as every transport and
 /// the shim judge it) and then read as rmcp's message. `Err(Some(_))` is
-/// the error reply to send back: the classifier's, or invalid params for a
-/// well-formed request whose params its method cannot take. `Err(None)` is
-/// a notification or response rmcp cannot read, which gets no reply.
+/// the error reply to send back: the classifier's, invalid params for a
+/// well-formed request whose params its method cannot take, or method not
+/// found for a method rmcp does not know. `Err(None)` is a notification or
+/// response rmcp cannot read, which gets no reply.
 pub fn incoming(bytes: &[u8]) -> Result<ClientJsonRpcMessage, Option<Rejection>> {
     let message = classify(bytes).map_err(Some)?;
     let kind = message.kind().clone();
-    serde_json::from_value(message.into_value()).map_err(|e| match kind {
-        Kind::Request(id) => Some(Rejection::invalid_params(id, e)),
+    let message = serde_json::from_value(message.into_value()).map_err(|e| match &kind {
+        Kind::Request(id) => Some(Rejection::invalid_params(id.clone(), e)),
         Kind::Notification | Kind::Response => {
             tracing::debug!(error = %e, "ignored a notification or response of an unknown shape");
             None
         }
+    })?;
+    // rmcp reads any request it has no type for as a custom request, which
+    // no toolset serves: an unknown method, or one of MCP's whose params
+    // do not fit it.
+    if let (Kind::Request(id), JsonRpcMessage::Request(request)) = (kind, &message)
+        && let ClientRequest::CustomRequest(custom) = &request.request
+    {
+        return Err(Some(
+            match misfit_params(&custom.method, custom.params.as_ref()) {
+                Some(problem) => Rejection::invalid_params(id, problem),
+                None => Rejection::method_not_found(id, &custom.method),
+            },
+        ));
+    }
+    Ok(message)
+}
+
+/// Why `params` do not fit `method`, when it is one of MCP's methods whose
+/// requests rmcp reads into types.
+fn misfit_params(method: &str, params: Option<&serde_json::Value>) -> Option<String> {
+    fn problem<T: serde::de::DeserializeOwned>(
+        method: &str,
+        params: Option<&serde_json::Value>,
+    ) -> String {
+        match params.map(T::deserialize) {
+            None => format!("{method} needs params"),
+            Some(Err(e)) => format!("{method}: {e}"),
+            Some(Ok(_)) => format!("params do not fit {method}"),
+        }
+    }
+    Some(match method {
+        CallToolRequestMethod::VALUE => {
+            match switchboard_jsonrpc::call_params(params.and_then(|p| p.as_object())) {
+                Err(problem) => problem.to_owned(),
+                Ok(_) => problem::<CallToolRequestParams>(method, params),
+            }
+        }
+        InitializeResultMethod::VALUE => problem::<InitializeRequestParams>(method, params),
+        GetPromptRequestMethod::VALUE => problem::<GetPromptRequestParams>(method, params),
+        ReadResourceRequestMethod::VALUE => problem::<ReadResourceRequestParams>(method, params),
+        SubscribeRequestMethod::VALUE => problem::<SubscribeRequestParams>(method, params),
+        UnsubscribeRequestMethod::VALUE => problem::<UnsubscribeRequestParams>(method, params),
+        CompleteRequestMethod::VALUE => problem::<CompleteRequestParams>(method, params),
+        _ => return None,
     })
 }
 
