@@ -184,32 +184,39 @@ pub fn error_json(id: Option<Id>, code: i32, message: &str) -> String {
     json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}).to_string()
 }
 
-/// The `name` and `arguments` of a `tools/call` request's params (no
-/// arguments is none), or the problem to reply with as invalid params.
+/// What a `tools/call` request's params name: the tool, and its arguments
+/// (none given is `None`).
+#[derive(Debug, PartialEq)]
+pub struct CallParams<'a> {
+    pub name: &'a str,
+    pub arguments: Option<&'a Map<String, Value>>,
+}
+
+/// Reads a `tools/call` request's params, or says what to reply with as
+/// invalid params.
 ///
 /// ```
 /// use serde_json::json;
 /// use switchboard_jsonrpc::call_params;
 ///
 /// let params = json!({"name": "echo", "arguments": {"text": "hi"}});
-/// let (name, arguments) = call_params(params.as_object()).unwrap();
-/// assert_eq!((name, arguments.unwrap().len()), ("echo", 1));
+/// let call = call_params(params.as_object()).unwrap();
+/// assert_eq!((call.name, call.arguments.unwrap().len()), ("echo", 1));
 /// assert_eq!(call_params(None), Err("tools/call needs a string name"));
 /// let listed = json!({"name": "echo", "arguments": ["hi"]});
 /// assert_eq!(call_params(listed.as_object()), Err("arguments must be an object"));
 /// ```
-pub fn call_params(
-    params: Option<&Map<String, Value>>,
-) -> Result<(&str, Option<&Map<String, Value>>), &'static str> {
+pub fn call_params(params: Option<&Map<String, Value>>) -> Result<CallParams<'_>, &'static str> {
     let name = params
         .and_then(|p| p.get("name"))
         .and_then(Value::as_str)
         .ok_or("tools/call needs a string name")?;
-    match params.and_then(|p| p.get("arguments")) {
-        None | Some(Value::Null) => Ok((name, None)),
-        Some(Value::Object(arguments)) => Ok((name, Some(arguments))),
-        Some(_) => Err("arguments must be an object"),
-    }
+    let arguments = match params.and_then(|p| p.get("arguments")) {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(arguments)) => Some(arguments),
+        Some(_) => return Err("arguments must be an object"),
+    };
+    Ok(CallParams { name, arguments })
 }
 
 /// `bytes` without a leading UTF-8 byte-order mark, which some clients on

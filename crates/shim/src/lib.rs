@@ -526,9 +526,9 @@ async fn initialize(
 /// Relays a `tools/call`; what goes wrong upstream is a tool error, so the
 /// client always gets its one reply.
 async fn call_tool(upstream: &Arc<Upstream>, id: &Id, params: &Map<String, Value>) -> Reply {
-    let (name, arguments) = switchboard_jsonrpc::call_params(Some(params))
+    let call = switchboard_jsonrpc::call_params(Some(params))
         .map_err(|problem| Rejection::invalid_params(id.clone(), problem))?;
-    let arguments = arguments.cloned().unwrap_or_default();
+    let (name, arguments) = (call.name, call.arguments.cloned().unwrap_or_default());
     let app = upstream.app_name();
     match upstream.call(name, arguments).await {
         Ok(result) => Ok(json!(result)),
