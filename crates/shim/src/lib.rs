@@ -223,6 +223,7 @@ fn log_to(path: &Path) -> Result<(), ShimError> {
         .with_target(false)
         .with_ansi(false)
         .with_writer(std::sync::Mutex::new(file))
+        .log_internal_errors(false)
         .init();
     Ok(())
 }

@@ -482,6 +482,24 @@ fn invalid(key: impl Into<String>, problem: impl Into<String>) -> ConfigError {
     }
 }
 
+/// Why `filter` is not a log filter we take: levels and `target=level`
+/// pairs, comma-separated. A bare word is a level or a mistake (`warning`):
+/// tracing would read it as a target and log nothing else, errors included.
+fn log_filter_problem(filter: &str) -> Option<String> {
+    let bare_word_not_a_level = filter.split(',').map(str::trim).find(|directive| {
+        !directive.contains('=')
+            && directive
+                .parse::<tracing_subscriber::filter::LevelFilter>()
+                .is_err()
+    });
+    if bare_word_not_a_level.is_none() && tracing_subscriber::EnvFilter::try_new(filter).is_ok() {
+        return None;
+    }
+    Some(format!(
+        "{filter:?} is not a log filter; use error, warn, info, debug, trace or off, or target=level pairs"
+    ))
+}
+
 /// The process's environment variable `name`; set to the empty string, it
 /// counts as unset (`SWITCHBOARD_DATA_DIR= switchboard serve` is the
 /// default data directory, not the working directory).
@@ -624,7 +642,9 @@ impl Config {
         if let Some(v) = env("IRC_PORT") {
             self.chat.irc.port = v
                 .parse()
-                .map_err(|_| bad("IRC_PORT", &v, "expected a port number from 1 to 65535"))?;
+                .ok()
+                .filter(|&port: &u16| port != 0)
+                .ok_or_else(|| bad("IRC_PORT", &v, "expected a port number from 1 to 65535"))?;
         }
         if let Some(v) = env("IRC_NICK") {
             self.chat.irc.nick = Some(v);
@@ -633,6 +653,7 @@ impl Config {
             self.chat.nick = Some(v);
         }
         if let Some(v) = env("SWITCHBOARD_LOG") {
+            log_filter_problem(&v).map_or(Ok(()), |p| Err(bad("SWITCHBOARD_LOG", &v, &p)))?;
             self.log.level = v;
         }
         if let Some(v) = env("SWITCHBOARD_LOG_FILE") {
@@ -691,14 +712,8 @@ impl Config {
                 "nothing to serve: HTTP and the relay socket are off and --stdio was not given",
             ));
         }
-        if tracing_subscriber::EnvFilter::try_new(&self.log.level).is_err() {
-            return Err(invalid(
-                "log.level",
-                format!(
-                    "{:?} is not a log filter; use error, warn, info, debug, trace or target=level pairs",
-                    self.log.level
-                ),
-            ));
+        if let Some(problem) = log_filter_problem(&self.log.level) {
+            return Err(invalid("log.level", problem));
         }
         let tokens = self.tokens(env)?;
         if self.http.enabled
@@ -1172,6 +1187,9 @@ mod tests {
         for (var, value) in [
             ("MCP_PORT", "eighty"),
             ("IRC_PORT", "99999"),
+            ("IRC_PORT", "0"),
+            ("SWITCHBOARD_LOG", "warning"),
+            ("SWITCHBOARD_LOG", "info,switchboard=loud"),
             ("TRANSPORT_TYPE", "carrier-pigeon"),
             ("SWITCHBOARD_HTTP", "localhost"),
         ] {
@@ -1235,14 +1253,29 @@ mod tests {
         c.chat.max_text_bytes = 0;
         let err = c.validate(&env_of(&[])).unwrap_err();
         assert!(err.to_string().starts_with("chat.max_text_bytes:"));
-        let mut c = Config::default();
-        c.log.level = "loud=[".into();
-        assert!(
-            c.validate(&env_of(&[]))
-                .unwrap_err()
-                .to_string()
-                .starts_with("log.level:")
-        );
+        // A bare word that is no level would turn off every other log line.
+        for level in ["loud=[", "warning", "verbose!!", "info,chatty"] {
+            let mut c = Config::default();
+            c.log.level = level.into();
+            assert!(
+                c.validate(&env_of(&[]))
+                    .unwrap_err()
+                    .to_string()
+                    .starts_with("log.level:"),
+                "{level}"
+            );
+        }
+        for level in [
+            "warn",
+            "INFO",
+            "off",
+            "info,switchboard_chat=debug",
+            " debug ",
+        ] {
+            let mut c = Config::default();
+            c.log.level = level.into();
+            assert!(c.validate(&env_of(&[])).is_ok(), "{level}");
+        }
     }
 
     #[test]

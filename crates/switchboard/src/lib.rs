@@ -117,6 +117,13 @@ fn become_small_shim() {
     }
 }
 
+/// Writes a line to stderr, if it can: unlike `eprintln!`, which panics
+/// when stderr is a closed pipe, turning any exit status into 101.
+pub(crate) fn say_to_stderr(line: std::fmt::Arguments<'_>) {
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr(), "{line}");
+}
+
 /// Bad configuration or a request that cannot be carried out as asked
 /// (exit status 2), rather than a failure at run time (1).
 fn is_usage_error(e: &anyhow::Error) -> bool {
@@ -137,7 +144,7 @@ pub fn run() -> ExitCode {
         Command::Shim(args) => match switchboard_shim::run(&args) {
             Ok(()) => Ok(()),
             Err(e) => {
-                eprintln!("switchboard shim: {e}");
+                say_to_stderr(format_args!("switchboard shim: {e}"));
                 return ExitCode::from(e.exit_code());
             }
         },
@@ -167,12 +174,12 @@ pub fn run() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if is_usage_error(&e) => {
-            eprintln!("switchboard: {e}");
+            say_to_stderr(format_args!("switchboard: {e}"));
             ExitCode::from(2)
         }
         Err(e) => {
             tracing::error!("{e:#}");
-            eprintln!("switchboard: {e:#}");
+            say_to_stderr(format_args!("switchboard: {e:#}"));
             ExitCode::FAILURE
         }
     }

@@ -9,9 +9,12 @@ use crate::config::ConfigError;
 /// Installs the global subscriber. `filter` was validated with the config;
 /// a log file that cannot be opened is a config error naming `log.file`.
 pub fn init(filter: &str, file: Option<&Path>) -> Result<(), ConfigError> {
+    // A line that cannot be written (stderr a closed pipe) is dropped:
+    // reporting it would write to the same place, and panic.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(EnvFilter::new(filter))
-        .with_target(false);
+        .with_target(false)
+        .log_internal_errors(false);
     match file {
         Some(path) => {
             let file = OpenOptions::new()

@@ -149,7 +149,7 @@ pub async fn tail(
             }
             Err(e) => {
                 // The daemon restarted or went away: keep following once it is back.
-                eprintln!("switchboard tail: {e}; reconnecting…");
+                crate::say_to_stderr(format_args!("switchboard tail: {e}; reconnecting…"));
                 link = loop {
                     tokio::time::sleep(Duration::from_secs(1)).await;
                     if let Ok(link) = connect(&socket).await {

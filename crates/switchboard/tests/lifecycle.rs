@@ -370,3 +370,52 @@ async fn stdin_closing_drains_calls_before_the_other_transports_stop() {
         "HTTP still listening after exit"
     );
 }
+
+#[tokio::test]
+async fn a_closed_stderr_neither_stops_the_server_nor_changes_its_exit_status() {
+    use tokio::io::AsyncWriteExt;
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let mut child = command(&["--stdio", "--ephemeral", "--no-socket"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(writer)
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    // An unknown resource is logged (to the closed stderr) and answered.
+    for line in [
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        r#"{"jsonrpc":"2.0","id":2,"method":"resources/read","params":{"uri":"x"}}"#,
+        r#"{"jsonrpc":"2.0","id":3,"method":"ping"}"#,
+    ] {
+        stdin
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .unwrap();
+    }
+    drop(stdin);
+    let output = tokio::time::timeout(Duration::from_secs(15), child.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let ids: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["id"].clone())
+        .filter(|id| !id.is_null())
+        .collect();
+    assert_eq!(ids.len(), 3, "{stdout}");
+    assert_eq!(output.status.code(), Some(0), "{stdout}");
+
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let bad = command(&["--stdio", "--data-dir", "/proc/no-such-dir"])
+        .stdin(std::process::Stdio::null())
+        .stderr(writer)
+        .status()
+        .await
+        .unwrap();
+    assert_eq!(bad.code(), Some(1));
+}

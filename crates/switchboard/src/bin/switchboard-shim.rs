@@ -3,7 +3,7 @@
 //! the one an agent session keeps running starts fast and stays small.
 //! Same flags as `switchboard shim`; see the `switchboard-shim` crate.
 
-use std::process::ExitCode;
+use std::{io::Write as _, process::ExitCode};
 
 #[derive(Debug, clap::Parser)]
 #[command(
@@ -21,7 +21,8 @@ fn main() -> ExitCode {
     match switchboard_shim::run(&cli.args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("switchboard-shim: {e}");
+            // Not eprintln!, which panics when stderr is a closed pipe.
+            let _ = writeln!(std::io::stderr(), "switchboard-shim: {e}");
             ExitCode::from(e.exit_code())
         }
     }
