@@ -62,7 +62,7 @@ pub struct ShimArgs {
     #[arg(long, value_name = "PATH", conflicts_with = "app_id")]
     pub socket: Option<PathBuf>,
     /// The application's id: its socket is $XDG_RUNTIME_DIR/switchboard/ID/relay.sock.
-    #[arg(long, value_name = "ID", default_value = DAEMON_APP_ID)]
+    #[arg(long, value_name = "ID", default_value = DAEMON_APP_ID, value_parser = app_id)]
     pub app_id: String,
     /// Write logs to FILE (nothing is logged otherwise).
     #[arg(long, value_name = "FILE", env = "SWITCHBOARD_SHIM_LOG")]
@@ -95,6 +95,16 @@ pub struct ShimArgs {
     /// uses it as the agent's chat identity).
     #[arg(long, value_name = "NICK", env = "SWITCHBOARD_NICK")]
     pub nick: Option<String>,
+}
+
+/// An `--app-id` flag's value: the name of one directory under the runtime
+/// directory, so no `/`, `.` or `..`.
+pub fn app_id(value: &str) -> Result<String, String> {
+    if switchboard_relay::paths::valid_app_id(value) {
+        Ok(value.to_owned())
+    } else {
+        Err("an app id is 1 to 128 printable ASCII characters without spaces or `/`, and not `.` or `..`".into())
+    }
 }
 
 /// Parses a command line that holds [`ShimArgs`], reading a variable set to

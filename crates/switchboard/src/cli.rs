@@ -82,7 +82,13 @@ pub struct McpConfigArgs {
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
     /// The application whose tools the shim relays (default: the switchboard daemon).
-    #[arg(long, value_name = "ID", default_value = DAEMON_APP_ID, conflicts_with = "socket")]
+    #[arg(
+        long,
+        value_name = "ID",
+        default_value = DAEMON_APP_ID,
+        conflicts_with = "socket",
+        value_parser = switchboard_shim::app_id
+    )]
     pub app_id: String,
     /// Relay the application at this socket instead.
     #[arg(long, value_name = "PATH")]

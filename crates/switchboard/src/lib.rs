@@ -49,9 +49,11 @@ use crate::{cli::Command, config::ConfigError};
 fn write_mcp_config(args: &cli::McpConfigArgs) -> anyhow::Result<()> {
     use switchboard_relay::{DEFAULT_PREFIX, McpConfig, mcp_config_path};
     let mut config = match &args.socket {
-        Some(socket) => {
-            McpConfig::shim_socket(args.name.as_deref().unwrap_or(&args.app_id), socket)
-        }
+        // Absolute: the agent CLI starts the shim in a directory of its own.
+        Some(socket) => McpConfig::shim_socket(
+            args.name.as_deref().unwrap_or(&args.app_id),
+            &std::path::absolute(socket)?,
+        ),
         None => McpConfig::shim(&args.app_id),
     };
     if let Some(name) = &args.name {
@@ -71,10 +73,23 @@ fn write_mcp_config(args: &cli::McpConfigArgs) -> anyhow::Result<()> {
         println!("{:#}", config.to_json());
         return Ok(());
     }
-    let out = args
-        .out
-        .clone()
-        .unwrap_or_else(|| mcp_config_path(DEFAULT_PREFIX, &args.app_id));
+    let out = match &args.out {
+        Some(out) => {
+            // The app's own directory is made when missing; a file named here
+            // goes only where the directory already is.
+            if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty())
+                && !dir.is_dir()
+            {
+                return Err(ConfigError::Invalid {
+                    key: "--out".into(),
+                    problem: format!("{} is not a directory; create it first", dir.display()),
+                }
+                .into());
+            }
+            out.clone()
+        }
+        None => mcp_config_path(DEFAULT_PREFIX, &args.app_id),
+    };
     match switchboard_relay::write_mcp_config(&config, &out) {
         Some(path) => {
             println!("{}", path.display());

@@ -8,7 +8,7 @@
 
 use std::{
     fs::OpenOptions,
-    io::{Read, Write},
+    io::{ErrorKind, Read, Write},
     os::unix::fs::OpenOptionsExt,
     path::Path,
 };
@@ -16,9 +16,11 @@ use std::{
 use anyhow::Context;
 use switchboard_chat::NameRules;
 
-use crate::{cli::TokenNewArgs, config::is_token_name};
+use crate::{
+    cli::TokenNewArgs,
+    config::{ConfigError, is_token_name},
+};
 
-/// Makes the token and prints what to do with it.
 /// The name a token may have, for clap: 1 to 64 characters, no spaces.
 pub fn parse_name(name: &str) -> Result<String, String> {
     if is_token_name(name) {
@@ -56,7 +58,9 @@ pub fn new(args: &TokenNewArgs) -> anyhow::Result<()> {
     };
     let (source, shown) = match &args.file {
         Some(path) => {
-            write_secret(path, &secret)?;
+            // Absolute: the config reads a relative path from its own directory.
+            let path = std::path::absolute(path)?;
+            write_secret(&path, &secret)?;
             (
                 format!("secret_file = {:?}", path.display().to_string()),
                 format!(
@@ -114,19 +118,31 @@ fn env_name(name: &str) -> String {
     format!("SWITCHBOARD_TOKEN_{tail}")
 }
 
-/// Writes `secret` to a new file at `path`, mode 0600.
+/// Writes `secret` to a new file at `path`, mode 0600. A file already
+/// there or a directory missing is the user's to fix: a config error
+/// naming `--file` (exit 2).
 fn write_secret(path: &Path, secret: &str) -> anyhow::Result<()> {
-    let mut file = OpenOptions::new()
+    let mut file = match OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
         .open(path)
-        .with_context(|| {
-            format!(
-                "cannot create {} (it must not exist yet, and its directory must)",
-                path.display()
-            )
-        })?;
+    {
+        Ok(file) => file,
+        Err(e) if matches!(e.kind(), ErrorKind::AlreadyExists | ErrorKind::NotFound) => {
+            return Err(ConfigError::Invalid {
+                key: "--file".into(),
+                problem: format!(
+                    "cannot create {}: {e} (it must not exist yet, and its directory must)",
+                    path.display()
+                ),
+            }
+            .into());
+        }
+        Err(e) => {
+            return Err(e).with_context(|| format!("cannot create {}", path.display()));
+        }
+    };
     writeln!(file, "{secret}")
         .and_then(|()| file.sync_all())
         .with_context(|| format!("cannot write {}", path.display()))

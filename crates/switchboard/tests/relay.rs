@@ -2031,3 +2031,55 @@ async fn mcp_config_names_a_shim_that_reaches_the_daemon() {
     drop(client);
     daemon.stop().await;
 }
+
+/// The file names a socket given as a relative path by its absolute path,
+/// and refuses app ids that are not one directory's name and `--out` in a
+/// directory that does not exist, writing nothing.
+#[tokio::test]
+async fn mcp_config_refuses_what_would_point_elsewhere() {
+    let runtime = runtime_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let printed = switchboard(
+        &["mcp-config", "--socket", "app.sock", "--out", "-"],
+        runtime.path(),
+    )
+    .current_dir(dir.path())
+    .output()
+    .await
+    .unwrap();
+    assert!(printed.status.success());
+    let config: Value = serde_json::from_slice(&printed.stdout).unwrap();
+    let (_, server) = config["mcpServers"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .next()
+        .unwrap();
+    let socket = dir.path().join("app.sock");
+    assert_eq!(
+        server["args"],
+        json!(["--socket", socket.to_str().unwrap()])
+    );
+
+    let missing = dir.path().join("missing/mcp.json");
+    for args in [
+        vec!["mcp-config", "--app-id", "../../elsewhere"],
+        vec!["mcp-config", "--app-id", ".."],
+        vec!["mcp-config", "--out", missing.to_str().unwrap()],
+        vec!["shim", "--app-id", "a/b"],
+    ] {
+        let output = switchboard(&args, runtime.path())
+            .stdin(Stdio::null())
+            .output()
+            .await
+            .unwrap();
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains("--app-id") || stderr.contains("--out"),
+            "{args:?}: {stderr}"
+        );
+    }
+    assert!(!dir.path().join("missing").exists());
+    assert!(std::fs::read_dir(runtime.path()).unwrap().next().is_none());
+}

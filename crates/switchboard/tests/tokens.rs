@@ -540,15 +540,20 @@ async fn bad_token_configs_stop_the_daemon_naming_the_key() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn token_new_prints_lines_the_daemon_takes_as_they_are() {
     let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("ci-bot.token");
+    std::fs::create_dir_all(dir.path().join("secrets")).unwrap();
+    std::fs::create_dir_all(dir.path().join("etc")).unwrap();
+    let file = dir.path().join("secrets/ci-bot.token");
     let run = |args: &[&str]| {
         std::process::Command::new(BIN)
             .arg("token")
             .args(args)
+            .current_dir(dir.path())
             .output()
             .unwrap()
     };
-    let output = run(&["new", "ci-bot", "--file", file.to_str().unwrap()]);
+    // A relative path, and a config file in another directory: the
+    // printed lines name the file wherever the config is.
+    let output = run(&["new", "ci-bot", "--file", "secrets/ci-bot.token"]);
     assert!(output.status.success(), "{output:?}");
     let printed = String::from_utf8(output.stdout).unwrap();
     let lines = &printed[printed.find("[[http.tokens]]").expect("config lines")..];
@@ -561,7 +566,7 @@ async fn token_new_prints_lines_the_daemon_takes_as_they_are() {
         0o600
     );
 
-    let config = dir.path().join("switchboard.toml");
+    let config = dir.path().join("etc/switchboard.toml");
     std::fs::write(&config, lines).unwrap();
     let server = Server::start(&["--ephemeral", "--config", config.to_str().unwrap()]).await;
     let bot = http_client_as(&server.url("/mcp"), secret).await;
@@ -589,7 +594,10 @@ async fn token_new_prints_lines_the_daemon_takes_as_they_are() {
     // Bad input: a name with a space, a file that exists.
     assert_eq!(run(&["new", "ci bot"]).status.code(), Some(2));
     let again = run(&["new", "ci-bot", "--file", file.to_str().unwrap()]);
-    assert_eq!(again.status.code(), Some(1));
+    assert_eq!(again.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&again.stderr).contains("must not exist yet"));
+    let nowhere = run(&["new", "ci-bot", "--file", "missing/ci-bot.token"]);
+    assert_eq!(nowhere.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&nowhere.stderr).contains("--file"));
     assert_eq!(std::fs::read_to_string(&file).unwrap().trim(), secret);
 }
