@@ -22,37 +22,55 @@ pub fn completions(shell: Shell) -> anyhow::Result<()> {
 }
 
 /// `switchboard man [COMMAND]`: one page (switchboard's own, or a
-/// subcommand's as `switchboard-COMMAND(1)`) on stdout.
+/// command's as `switchboard-COMMAND(1)`; `token new` or `token-new` for a
+/// command of a command) on stdout.
 pub fn print_page(command: Option<&str>) -> anyhow::Result<()> {
     let cli = built();
     let page = match command {
         None => cli,
-        Some(name) => match cli.find_subcommand(name) {
-            Some(sub) => sub.clone(),
-            None => {
-                let known: Vec<_> = cli.get_subcommands().map(|s| s.get_name()).collect();
-                Cli::command()
-                    .error(
-                        clap::error::ErrorKind::InvalidValue,
-                        format!(
-                            "switchboard has no command {name:?}; its commands are {}",
-                            known.join(", ")
-                        ),
-                    )
-                    .exit()
+        Some(name) => {
+            let wanted = format!(
+                "switchboard-{}",
+                name.split([' ', '-'])
+                    .filter(|w| !w.is_empty())
+                    .collect::<Vec<_>>()
+                    .join("-")
+            );
+            let pages = pages(&cli);
+            match pages
+                .iter()
+                .find(|page| page.get_display_name() == Some(wanted.as_str()))
+            {
+                Some(page) => page.clone(),
+                None => {
+                    let known: Vec<_> = pages
+                        .iter()
+                        .skip(1)
+                        .filter_map(|page| page.get_display_name()?.strip_prefix("switchboard-"))
+                        .collect();
+                    Cli::command()
+                        .error(
+                            clap::error::ErrorKind::InvalidValue,
+                            format!(
+                                "switchboard has no command {name:?}; its commands are {}",
+                                known.join(", ")
+                            ),
+                        )
+                        .exit()
+                }
             }
-        },
+        }
     };
     let mut roff = Vec::new();
     man(page).render(&mut roff)?;
     print(&roff)
 }
 
-/// `switchboard man --out DIR`: switchboard.1 and a page per command.
+/// `switchboard man --out DIR`: switchboard.1 and a page per command (and
+/// per command of a command).
 pub fn write_pages(dir: &Path) -> anyhow::Result<()> {
-    let cli = built();
-    for page in std::iter::once(&cli).chain(cli.get_subcommands()) {
-        man(page.clone()).generate_to(dir).with_context(|| {
+    for page in pages(&built()) {
+        man(page).generate_to(dir).with_context(|| {
             format!(
                 "cannot write the man pages into {}; check that the directory exists and is writable",
                 dir.display()
@@ -70,6 +88,17 @@ fn built() -> clap::Command {
     let mut cli = Cli::command().disable_help_subcommand(true);
     cli.build();
     cli
+}
+
+/// Every page: switchboard's, then each command's and its commands' in
+/// turn (`switchboard-token`, `switchboard-token-new`), as the SEE ALSO
+/// sections name them.
+fn pages(command: &clap::Command) -> Vec<clap::Command> {
+    let mut all = vec![command.clone()];
+    for sub in command.get_subcommands() {
+        all.extend(pages(sub));
+    }
+    all
 }
 
 fn man(page: clap::Command) -> Man {

@@ -135,6 +135,22 @@ fn man_pages_describe_every_command_and_the_flags_of_serve() {
         assert!(text.contains(".SH SYNOPSIS"), "{page}");
     }
     assert!(!dir.path().join("switchboard-help.1").exists());
+    // Every page a page refers to is written.
+    for entry in std::fs::read_dir(dir.path()).unwrap() {
+        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        for line in text.lines() {
+            let Some(page) = line.strip_suffix("(1)") else {
+                continue;
+            };
+            let page = page.replace("\\-", "-");
+            assert!(
+                dir.path().join(format!("{page}.1")).is_file(),
+                "{page}(1) is named but not written"
+            );
+        }
+    }
+    let nested = unroff(&stdout_of(&["man", "token new"]));
+    assert!(nested.contains("switchboard-token-new"), "{nested}");
 }
 
 /// `server.json` for the MCP registry: the fields the registry requires,

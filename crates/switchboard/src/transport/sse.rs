@@ -214,7 +214,7 @@ async fn connect(State(state): State<SseState>, grant: Option<Extension<Arc<Gran
         let id = id.clone();
         async move {
             activity.expired(idle).await;
-            tracing::info!(session = %id, "legacy SSE session closed after {idle:?} without a message (http.sse_idle_timeout_s)");
+            tracing::info!(session = %id, idle_s = idle.map(|d| d.as_secs()), "legacy SSE session closed: no message within http.sse_idle_timeout_s");
         }
     };
     let messages = events(out_rx, activity, guard);
