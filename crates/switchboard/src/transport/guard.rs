@@ -19,7 +19,7 @@ use axum::{
     middleware::Next,
     response::Response,
 };
-use http::{HeaderMap, StatusCode, header};
+use http::{HeaderMap, StatusCode, Uri, header};
 use switchboard_toolset::{Grant, Tokens};
 
 use crate::config::HttpConfig;
@@ -64,24 +64,31 @@ impl Guard {
 
     /// Whether the request may go on, and with which grant (`None` when no
     /// token is configured or `path` needs none).
-    fn check(&self, path: &str, headers: &HeaderMap) -> Result<Option<Arc<Grant>>, Refusal> {
-        let host = headers
-            .get(header::HOST)
-            .and_then(|v| v.to_str().ok())
-            .map(host_of)
-            .ok_or_else(|| {
-                refuse(
-                    StatusCode::BAD_REQUEST,
-                    "the Host header is missing or not ASCII",
-                )
-            })?;
-        if !self.inner.any_host && !self.host_allowed(&host) {
+    fn check(&self, uri: &Uri, headers: &HeaderMap) -> Result<Option<Arc<Grant>>, Refusal> {
+        let path = uri.path();
+        let mut hosts = headers.get_all(header::HOST).iter();
+        let (Some(host), None) = (hosts.next(), hosts.next()) else {
             return Err(refuse(
-                StatusCode::FORBIDDEN,
-                &format!(
-                    "Host {host:?} is not allowed; add it to http.allowed_hosts if it is yours"
-                ),
+                StatusCode::BAD_REQUEST,
+                "a request needs exactly one Host header",
             ));
+        };
+        let host = host
+            .to_str()
+            .map(host_of)
+            .map_err(|_| refuse(StatusCode::BAD_REQUEST, "the Host header is not ASCII"))?;
+        // A request line naming a host (`POST http://host/mcp`) names it too.
+        let named =
+            std::iter::once(host.clone()).chain(uri.authority().map(|a| host_of(a.as_str())));
+        for host in named {
+            if !self.inner.any_host && !self.host_allowed(&host) {
+                return Err(refuse(
+                    StatusCode::FORBIDDEN,
+                    &format!(
+                        "Host {host:?} is not allowed; add it to http.allowed_hosts if it is yours"
+                    ),
+                ));
+            }
         }
         if let Some(origin) = headers.get(header::ORIGIN) {
             let origin = origin
@@ -219,7 +226,7 @@ impl Refusal {
 
 /// The axum middleware applying a [`Guard`] to every route.
 pub async fn enforce(State(guard): State<Guard>, request: Request<Body>, next: Next) -> Response {
-    match guard.check(request.uri().path(), request.headers()) {
+    match guard.check(request.uri(), request.headers()) {
         Ok(grant) => {
             let mut request = request;
             if let Some(grant) = grant {
@@ -251,10 +258,14 @@ mod tests {
         )
     }
 
+    fn uri(text: &str) -> Uri {
+        text.parse().unwrap()
+    }
+
     fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
         let mut h = HeaderMap::new();
         for (k, v) in pairs {
-            h.insert(*k, v.parse().unwrap());
+            h.append(*k, v.parse().unwrap());
         }
         h
     }
@@ -269,14 +280,30 @@ mod tests {
             "[::1]:8090",
         ] {
             assert!(
-                g.check("/mcp", &headers(&[("host", host)])).is_ok(),
+                g.check(&uri("/mcp"), &headers(&[("host", host)])).is_ok(),
                 "{host}"
             );
         }
         let refused = g
-            .check("/mcp", &headers(&[("host", "evil.example:8090")]))
+            .check(&uri("/mcp"), &headers(&[("host", "evil.example:8090")]))
             .unwrap_err();
         assert_eq!(refused.status, StatusCode::FORBIDDEN);
+        // A second Host, or a host in the request line, cannot slip past.
+        let two = headers(&[("host", "127.0.0.1:8090"), ("host", "evil.example")]);
+        assert_eq!(
+            g.check(&uri("/mcp"), &two).unwrap_err().status,
+            StatusCode::BAD_REQUEST
+        );
+        let absolute = uri("http://evil.example/mcp");
+        let loopback = headers(&[("host", "127.0.0.1:8090")]);
+        assert_eq!(
+            g.check(&absolute, &loopback).unwrap_err().status,
+            StatusCode::FORBIDDEN
+        );
+        assert!(
+            g.check(&uri("http://127.0.0.1:8090/mcp"), &loopback)
+                .is_ok()
+        );
     }
 
     #[test]
@@ -286,18 +313,18 @@ mod tests {
             ("host", "localhost:8090"),
             ("origin", "http://localhost:6274"),
         ]);
-        assert!(g.check("/mcp", &ok).is_ok());
+        assert!(g.check(&uri("/mcp"), &ok).is_ok());
         let bad = headers(&[
             ("host", "localhost:8090"),
             ("origin", "https://evil.example"),
         ]);
         assert_eq!(
-            g.check("/mcp", &bad).unwrap_err().status,
+            g.check(&uri("/mcp"), &bad).unwrap_err().status,
             StatusCode::FORBIDDEN
         );
         let null = headers(&[("host", "localhost:8090"), ("origin", "null")]);
         assert_eq!(
-            g.check("/mcp", &null).unwrap_err().status,
+            g.check(&uri("/mcp"), &null).unwrap_err().status,
             StatusCode::FORBIDDEN
         );
     }
@@ -307,17 +334,17 @@ mod tests {
         let g = guard("127.0.0.1:8090", Some("s3cret"));
         let host = ("host", "127.0.0.1:8090");
         assert_eq!(
-            g.check("/mcp", &headers(&[host])).unwrap_err().status,
+            g.check(&uri("/mcp"), &headers(&[host])).unwrap_err().status,
             StatusCode::UNAUTHORIZED
         );
         let wrong = headers(&[host, ("authorization", "Bearer nope")]);
         assert_eq!(
-            g.check("/mcp", &wrong).unwrap_err().status,
+            g.check(&uri("/mcp"), &wrong).unwrap_err().status,
             StatusCode::UNAUTHORIZED
         );
         let granted = g
             .check(
-                "/mcp",
+                &uri("/mcp"),
                 &headers(&[host, ("authorization", "Bearer s3cret")]),
             )
             .unwrap();
@@ -330,13 +357,16 @@ mod tests {
             "Bearer\ts3cret",
         ] {
             let refused = g
-                .check("/mcp", &headers(&[host, ("authorization", malformed)]))
+                .check(
+                    &uri("/mcp"),
+                    &headers(&[host, ("authorization", malformed)]),
+                )
                 .unwrap_err();
             assert_eq!(refused.status, StatusCode::UNAUTHORIZED, "{malformed}");
         }
         let long = format!("Bearer {}", "x".repeat(16_000));
         assert!(
-            g.check("/mcp", &headers(&[host, ("authorization", &long)]))
+            g.check(&uri("/mcp"), &headers(&[host, ("authorization", &long)]))
                 .is_err()
         );
     }
@@ -345,23 +375,26 @@ mod tests {
     fn the_web_view_takes_the_token_from_its_cookie_and_shows_its_page_without() {
         let g = guard("127.0.0.1:8090", Some("s3cret"));
         let host = ("host", "127.0.0.1:8090");
-        assert!(g.check("/", &headers(&[host])).is_ok());
-        assert!(g.check("/api/login", &headers(&[host])).is_ok());
+        assert!(g.check(&uri("/"), &headers(&[host])).is_ok());
+        assert!(g.check(&uri("/api/login"), &headers(&[host])).is_ok());
         let api = "/api/channels";
         assert_eq!(
-            g.check(api, &headers(&[host])).unwrap_err().status,
+            g.check(&uri(api), &headers(&[host])).unwrap_err().status,
             StatusCode::UNAUTHORIZED
         );
         let cookie = format!("a=b; {}={}", switchboard_web::COOKIE, "73336372657"); // one digit short
         assert!(
-            g.check(api, &headers(&[host, ("cookie", &cookie)]))
+            g.check(&uri(api), &headers(&[host, ("cookie", &cookie)]))
                 .is_err()
         );
         let cookie = format!("a=b; {}={}", switchboard_web::COOKIE, "733363726574");
-        assert!(g.check(api, &headers(&[host, ("cookie", &cookie)])).is_ok());
+        assert!(
+            g.check(&uri(api), &headers(&[host, ("cookie", &cookie)]))
+                .is_ok()
+        );
         // The cookie is the web view's: MCP still wants the bearer header.
         assert!(
-            g.check("/mcp", &headers(&[host, ("cookie", &cookie)]))
+            g.check(&uri("/mcp"), &headers(&[host, ("cookie", &cookie)]))
                 .is_err()
         );
     }
@@ -370,6 +403,6 @@ mod tests {
     fn an_unspecified_listen_address_accepts_any_host() {
         let g = guard("0.0.0.0:8090", Some("t"));
         let h = headers(&[("host", "box.lan:8090"), ("authorization", "Bearer t")]);
-        assert!(g.check("/mcp", &h).is_ok());
+        assert!(g.check(&uri("/mcp"), &h).is_ok());
     }
 }
