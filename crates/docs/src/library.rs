@@ -19,6 +19,10 @@ use crate::{
     llms_txt::{self, LlmsTxt, ParseError},
 };
 
+/// The longest page URL taken: far beyond any real page's, well within
+/// what an HTTP client sends.
+pub const MAX_URL_BYTES: usize = 8 * 1024;
+
 /// A failure of the library; each message names the source or URL.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum DocsError {
@@ -35,6 +39,10 @@ pub enum DocsError {
     },
     #[error("{url:?} is not an absolute http(s) URL; pass a page URL as search_docs returns it")]
     BadUrl { url: String },
+    #[error(
+        "the url is {len} bytes long; the limit is {MAX_URL_BYTES}; pass a page URL as search_docs returns it"
+    )]
+    UrlTooLong { len: usize },
     #[error(
         "{url} is not on a configured docs site{detail} (allowed: {allowed}); pass a URL that search_docs returned"
     )]
@@ -301,6 +309,9 @@ impl Library {
 
     /// The source whose hosts include `url`.
     pub(crate) fn source_of(&self, raw: &str) -> Result<(usize, Url), DocsError> {
+        if raw.len() > MAX_URL_BYTES {
+            return Err(DocsError::UrlTooLong { len: raw.len() });
+        }
         let url = Url::parse(raw.trim()).map_err(|_| DocsError::BadUrl {
             url: raw.chars().take(200).collect(),
         })?;

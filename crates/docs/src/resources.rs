@@ -155,7 +155,11 @@ impl ResourceSource for DocsTools {
         Box::pin(async move {
             match self.read_resource(uri).await {
                 // Not one of ours: another source may own it.
-                Err(DocsError::BadUrl { .. } | DocsError::NotAllowed { .. }) => None,
+                Err(
+                    DocsError::BadUrl { .. }
+                    | DocsError::UrlTooLong { .. }
+                    | DocsError::NotAllowed { .. },
+                ) => None,
                 Err(e) => Some(Err(e.to_string())),
                 Ok(contents) => Some(to_model(&serde_json::json!({ "contents": [contents] }))),
             }

@@ -314,6 +314,10 @@ async fn get_doc_refuses_bad_arguments_and_foreign_urls() {
             "is not an absolute http(s) URL",
         ),
         (
+            json!({"url": format!("{page}?{}", "q".repeat(1 << 20))}),
+            "the url is 1048",
+        ),
+        (
             json!({"url": page, "offset": -1}),
             "offset must be 0 or more (got -1)",
         ),
@@ -342,7 +346,8 @@ async fn get_doc_refuses_bad_arguments_and_foreign_urls() {
     ];
     for (args, want) in cases {
         let message = err(&tools, "get_doc", args.clone()).await;
-        assert!(message.contains(want), "{args}: {message}");
+        assert!(message.contains(want), "{want}: {message:.300}");
+        assert!(message.len() < 1000, "{want}: {} bytes", message.len());
     }
     let missing = err(
         &tools,
