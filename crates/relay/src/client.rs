@@ -24,7 +24,7 @@ use tokio::{
 
 use crate::{
     events::{Event, MAX_EVENT},
-    protocol::{self, ErrorBody, Message, Outcome, PROTOCOL_VERSION, Read, RequestId},
+    protocol::{self, ErrorBody, MAX_LINE, Message, Outcome, PROTOCOL_VERSION, Read, RequestId},
     tools::{Tool, ToolResult},
 };
 
@@ -43,6 +43,9 @@ pub enum LinkError {
     NotAgreed(String),
     #[error("the event is {0} bytes long; events are at most {MAX_EVENT} bytes")]
     TooLarge(usize),
+    /// Not sent: longer than a relay line may be. The link stays up.
+    #[error("the request is {0} bytes long; the relay carries at most {MAX_LINE} bytes a message")]
+    RequestTooLarge(usize),
     #[error("the application's {method} result does not fit the relay protocol: {reason}")]
     BadResult {
         method: &'static str,
@@ -339,16 +342,20 @@ impl Link {
             return Err(LinkError::Closed(reason));
         }
         let id = RequestId::Number(self.next_id.fetch_add(1, Ordering::Relaxed));
-        let (tx, rx) = oneshot::channel();
-        self.pending
-            .lock()
-            .expect("pending lock")
-            .insert(id.clone(), tx);
         let line = protocol::encode(&Message::Request {
             id: id.clone(),
             method: method.to_owned(),
             params,
         });
+        // The application would close the connection on a longer line.
+        if line.len() - 1 > MAX_LINE {
+            return Err(LinkError::RequestTooLarge(line.len() - 1));
+        }
+        let (tx, rx) = oneshot::channel();
+        self.pending
+            .lock()
+            .expect("pending lock")
+            .insert(id.clone(), tx);
         // The whole exchange, the write included, is bounded: an application
         // that has stopped reading must not hold the caller past `timeout`.
         let deadline = tokio::time::Instant::now() + timeout;

@@ -563,6 +563,9 @@ async fn call_tool(upstream: &Arc<Upstream>, id: &Id, params: &Map<String, Value
         Err(CallFailure::Refused(message)) => {
             Ok(tool_error(&format!("{app} refused the call: {message}")))
         }
+        Err(CallFailure::TooLarge(message)) => Ok(tool_error(&format!(
+            "{name} was not sent to {app}: {message}; send less"
+        ))),
     }
 }
 

@@ -79,6 +79,8 @@ pub enum CallFailure {
     Refused(String),
     /// The application answered with something that is not a tool result.
     Malformed(String),
+    /// Not sent: the call is longer than a relay message may be.
+    TooLarge(String),
 }
 
 /// The application behind the shim.
@@ -299,6 +301,7 @@ impl Upstream {
                 ErrorCode::UnknownTool => CallFailure::UnknownTool(body.message),
                 _ => CallFailure::Refused(body.message),
             }),
+            Err(e @ LinkError::RequestTooLarge(_)) => Err(CallFailure::TooLarge(e.to_string())),
             Err(e) => {
                 self.drop_link(&link).await;
                 Err(match e {

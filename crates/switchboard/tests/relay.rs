@@ -1188,7 +1188,7 @@ async fn a_line_over_16_mib_on_stdin_is_rejected_and_the_shim_goes_on() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn relay_lines_over_1_mib_fail_the_call_cleanly_and_the_next_call_redials() {
+async fn relay_lines_over_1_mib_fail_the_call_cleanly_and_the_link_goes_on() {
     let place = Place::new("dev.test.huge-relay");
     let app = TestApp::start(&place.socket);
     let mut shim = place.shim(&[]);
@@ -1206,11 +1206,15 @@ async fn relay_lines_over_1_mib_fail_the_call_cleanly_and_the_next_call_redials(
     let fits = shim.call_ok("big", json!({"bytes": 1_000_000})).await;
     assert_eq!(fits.len(), 1_000_000);
 
-    // The shim sends a 2 MB line (a valid MCP message, far under 16 MiB):
-    // the app drops the connection; that call fails, the next one works.
+    // A 2 MB call (a valid MCP message, far under 16 MiB) cannot travel
+    // the relay: the shim says so and sends nothing, keeping its link.
     let long_text = "y".repeat(2_000_000);
     let result = shim.call("echo", json!({"text": long_text})).await;
-    assert_eq!(result["isError"], true, "{}", &result.to_string()[..200]);
+    assert_tool_error(
+        &result,
+        &["echo was not sent", "1048576 bytes", "send less"],
+    );
+    assert!(!result_text(&result).contains("may have run"));
     assert_eq!(
         shim.call_ok("echo", json!({"text": "again"})).await,
         "again"
