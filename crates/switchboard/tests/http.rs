@@ -81,6 +81,20 @@ async fn agents_on_streamable_http_and_legacy_sse_talk_to_each_other() {
     assert_eq!(texts(&read), ["hello from sse", "hello from http"]);
     let members = call(&http, "get_members", json!({"channel": "pair"})).await;
     assert_eq!(text(&members), "- alice\n- bob");
+
+    // Who is reading: each stateless HTTP request names its nick; the SSE
+    // session took its nick from its first send.
+    let inbox = call(&http, "read_messages", json!({})).await;
+    assert!(is_error(&inbox));
+    assert!(
+        text(&inbox).ends_with(
+            "pass nick (your chat nick) with every call (each HTTP request stands alone)"
+        ),
+        "{}",
+        text(&inbox)
+    );
+    let inbox = sse.call("read_messages", json!({})).await;
+    assert_eq!(inbox["result"]["isError"], false, "{inbox}");
 }
 
 #[tokio::test]

@@ -202,7 +202,7 @@ async fn bad_arguments_get_clear_tool_errors_and_change_nothing() {
         (
             "send_message",
             json!({"channel": 5, "text": "t", "sender": "a"}),
-            "invalid type",
+            "invalid type: integer `5`, expected a string (at /channel)",
         ),
         (
             "send_message",
@@ -292,7 +292,7 @@ async fn bad_arguments_get_clear_tool_errors_and_change_nothing() {
         (
             "read_messages",
             json!({"channel": "ok", "limit": "ten"}),
-            "invalid type",
+            "invalid type: string \"ten\", expected i64 (at /limit)",
         ),
         (
             "wait_for_messages",

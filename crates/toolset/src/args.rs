@@ -1,6 +1,7 @@
 //! Turning a `tools/call` argument object into a typed request.
 
 use serde::de::DeserializeOwned;
+use serde_path_to_error::Segment;
 
 use crate::{JsonObject, ToolError};
 
@@ -18,8 +19,33 @@ use crate::{JsonObject, ToolError};
 /// let args = serde_json::json!({"chanel": "x"});
 /// let err = parse_args::<Params>("read", args.as_object().unwrap().clone()).unwrap_err();
 /// assert!(err.message().contains("unknown field `chanel`"));
+/// // A value of the wrong type is named.
+/// let args = serde_json::json!({"channel": 5});
+/// let err = parse_args::<Params>("read", args.as_object().unwrap().clone()).unwrap_err();
+/// assert_eq!(
+///     err.message(),
+///     "invalid arguments for read: invalid type: integer `5`, expected a string (at /channel)"
+/// );
 /// ```
 pub fn parse_args<T: DeserializeOwned>(tool: &str, arguments: JsonObject) -> Result<T, ToolError> {
-    serde_json::from_value(serde_json::Value::Object(arguments))
-        .map_err(|e| ToolError::new(format!("invalid arguments for {tool}: {e}")))
+    serde_path_to_error::deserialize(serde_json::Value::Object(arguments)).map_err(|e| {
+        // Where, as a JSON pointer, as the schema checks say it; none for the
+        // whole object (a missing or unknown field, named already).
+        let pointer: String = e
+            .path()
+            .iter()
+            .map(|segment| match segment {
+                Segment::Map { key } => format!("/{key}"),
+                Segment::Seq { index } => format!("/{index}"),
+                Segment::Enum { variant } => format!("/{variant}"),
+                Segment::Unknown => "/?".to_owned(),
+            })
+            .collect();
+        let e = e.into_inner();
+        if pointer.is_empty() {
+            ToolError::new(format!("invalid arguments for {tool}: {e}"))
+        } else {
+            ToolError::new(format!("invalid arguments for {tool}: {e} (at {pointer})"))
+        }
+    })
 }

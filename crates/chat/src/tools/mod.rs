@@ -376,8 +376,14 @@ impl ChatTools {
         tool: &str,
     ) -> Result<Nick, ToolError> {
         self.me(explicit, caller)?.ok_or_else(|| {
+            // Without a session (stateless HTTP) no earlier send is remembered.
+            let otherwise = if caller.session.is_some() {
+                ", or send a message first"
+            } else {
+                " with every call (each HTTP request stands alone)"
+            };
             ToolError::new(format!(
-                "{tool} needs to know who you are: pass nick (your chat nick), or send a message first"
+                "{tool} needs to know who you are: pass nick (your chat nick){otherwise}"
             ))
         })
     }
