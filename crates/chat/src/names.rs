@@ -175,6 +175,14 @@ fn forbidden_channel_char(c: char) -> Option<&'static str> {
         '\n' => Some("a line feed"),
         '\0' => Some("a NUL character"),
         c if c.is_control() => Some("a control character"),
+        c if c.is_whitespace() => Some("a space character"),
+        // Zero-width characters and direction overrides: two names that
+        // look alike would be two channels.
+        '\u{200B}'..='\u{200F}'
+        | '\u{202A}'..='\u{202E}'
+        | '\u{2060}'..='\u{2064}'
+        | '\u{2066}'..='\u{2069}'
+        | '\u{FEFF}' => Some("an invisible character"),
         _ => None,
     }
 }
@@ -307,6 +315,11 @@ mod tests {
             ("#a\rb", "a carriage return"),
             ("#a\nb", "a line feed"),
             ("#a\0b", "a NUL character"),
+            ("#a\u{a0}b", "a space character"),
+            ("#a\u{2028}b", "a space character"),
+            ("#a\u{200b}b", "an invisible character"),
+            ("#a\u{202e}b", "an invisible character"),
+            ("#a\u{feff}b", "an invisible character"),
         ] {
             let err = rules().channel(raw).unwrap_err();
             assert!(
