@@ -7,10 +7,10 @@
 //! channel as one notice naming the agent, the tool and the preview. A human
 //! in that channel replies `yes <id>` or `no <id>`; the session that asked
 //! then gets `notifications/claude/channel/permission` with the verdict, and
-//! the channel an acknowledgement. Only people answer: an agent's reply, or
-//! anyone's who is not a listed approver (when approvers are listed), is
-//! refused in the channel and changes nothing; so is an unknown, expired or
-//! already answered id.
+//! the channel an acknowledgement. Only people answer: an agent's reply, a
+//! reply under the asking agent's own nick, or anyone's who is not a listed
+//! approver (when approvers are listed), is refused in the channel and
+//! changes nothing; so is an unknown, expired or already answered id.
 
 use std::{
     collections::HashMap,
@@ -218,6 +218,10 @@ impl Approvals {
         let Some(request) = requests.get_mut(id) else {
             return format!("{by}: there is no approval request {id}.");
         };
+        // Whoever can speak as the agent's nick (`say --as`) is not a second pair of eyes.
+        if rules.fold(&request.agent) == message.nick_key {
+            return format!("{by}: {id} is your own request; someone else must answer it.");
+        }
         if let Some((given, who)) = &request.answer {
             return format!(
                 "{by}: {id} was already answered ({} by {who}).",

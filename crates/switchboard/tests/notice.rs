@@ -596,7 +596,7 @@ async fn approvals_go_to_a_channel_and_only_people_answer_them() {
     let socket = dir.path().join("relay.sock");
     let file = config(
         dir.path(),
-        "[chat.approvals]\nchannel = \"#approvals\"\napprovers = [\"ann\", \"Zed\"]\n",
+        "[chat.approvals]\nchannel = \"#approvals\"\napprovers = [\"ann\", \"Zed\", \"worker\"]\n",
     );
     let daemon = Daemon::start(&socket, runtime.path(), &["--config", &file]).await;
     let worker = shim_client(&socket, runtime.path(), "worker");
@@ -647,6 +647,14 @@ async fn approvals_go_to_a_channel_and_only_people_answer_them() {
         &other,
         "#approvals",
         "mallory: you are not an approver here",
+    )
+    .await;
+    // Nor the agent's own nick, even from a person's terminal.
+    say(&socket, runtime.path(), "#approvals", "Worker", "yes abcde").await;
+    wait_for_text(
+        &other,
+        "#approvals",
+        "Worker: abcde is your own request; someone else must answer it.",
     )
     .await;
     assert!(worker.notifications(PERMISSION).is_empty());
