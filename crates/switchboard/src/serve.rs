@@ -162,6 +162,11 @@ async fn serve(
     history: Option<&History>,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> anyhow::Result<()> {
+    // Before anything is served: a SIGTERM that came first would otherwise
+    // kill the process outright, losing what a clean stop writes.
+    let mut sigint = signal(SignalKind::interrupt())?;
+    let mut sigterm = signal(SignalKind::terminate())?;
+    let mut sighup = signal(SignalKind::hangup())?;
     let Built {
         registry,
         chat,
@@ -256,9 +261,6 @@ async fn serve(
         });
     }
 
-    let mut sigint = signal(SignalKind::interrupt())?;
-    let mut sigterm = signal(SignalKind::terminate())?;
-    let mut sighup = signal(SignalKind::hangup())?;
     let refused_nick = async {
         match &irc {
             Some(irc) => irc.refused_nick().await,
