@@ -97,26 +97,35 @@ async fn a_stdio_session_is_pushed_mentions_from_another_agent() {
 
     // Pushed is not read: the inbox still has the mention. Speaking in
     // #general joined it from just before that unread mention, so what
-    // followed is unread too (bob's own line is not).
+    // followed is unread too (bob's own line is not). A page of one says
+    // more follow, and reads only that one.
+    let first = bob.call("read_messages", json!({"limit": 1})).await;
+    let text = result_text(&first);
+    assert!(
+        text.ends_with("@bob can you look at the diff?\n(more unread follow)"),
+        "{text}"
+    );
+    assert_eq!(first["structuredContent"]["more"], true);
     let inbox = bob.call("read_messages", json!({})).await;
     let lines: Vec<String> = result_text(&inbox).lines().map(String::from).collect();
-    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert_eq!(lines.len(), 1, "{lines:?}");
     assert!(lines[0].starts_with("#general ["), "{lines:?}");
     assert!(
-        lines[0].ends_with("] <alice> @bob can you look at the diff?"),
+        lines[0].ends_with("] <alice> bobcat sighting, nobody's business"),
         "{lines:?}"
     );
-    assert!(
-        lines[1].ends_with("] <alice> bobcat sighting, nobody's business"),
-        "{lines:?}"
-    );
-    let items = inbox["structuredContent"]["messages"].as_array().unwrap();
-    assert_eq!(
-        items
+    assert!(inbox["structuredContent"].get("more").is_none());
+    let mentions = |result: &Value| -> Vec<bool> {
+        result["structuredContent"]["messages"]
+            .as_array()
+            .unwrap()
             .iter()
             .map(|m| m["mention"].as_bool().unwrap())
-            .collect::<Vec<_>>(),
-        [true, false]
+            .collect()
+    };
+    assert_eq!(
+        (mentions(&first), mentions(&inbox)),
+        (vec![true], vec![false])
     );
     // Read now: the inbox is empty.
     let again = bob.call("read_messages", json!({})).await;

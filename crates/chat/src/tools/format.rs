@@ -82,7 +82,9 @@ pub(super) fn describe_since(since: &Since) -> String {
 }
 
 /// An inbox: `#channel [HH:MM:SS] <nick> text` lines, oldest first.
-pub(super) fn inbox_output(nick: &str, items: &[Item], timed_out: bool) -> ToolOutput {
+/// An inbox read: `#channel [HH:MM:SS] <nick> text` lines, oldest first,
+/// and `(more unread follow)` when `more` wait beyond them.
+pub(super) fn inbox_output(nick: &str, items: &[Item], timed_out: bool, more: bool) -> ToolOutput {
     let text = if items.is_empty() {
         format!("Nothing unread for {nick}.")
     } else {
@@ -95,12 +97,16 @@ pub(super) fn inbox_output(nick: &str, items: &[Item], timed_out: bool) -> ToolO
             text.push(' ');
             write_line(&mut text, &item.message);
         }
+        if more {
+            text.push_str("\n(more unread follow)");
+        }
         text
     };
     let mut json = JsonObject::with_capacity(text.len() * 2 + 64);
     json.messages(items.iter().map(|item| (&item.message, Some(item.mention))));
     json.string("nick", nick);
     json.flag("timed_out", timed_out);
+    json.flag("more", more);
     ToolOutput::new(text, json.finish())
 }
 

@@ -577,12 +577,15 @@ impl ChatTools {
         access: &Access,
     ) -> Result<ToolOutput, ToolError> {
         let map = self.backend.rules().casemapping;
-        let items = self
+        // One more than asked says whether more are waiting.
+        let mut items = self
             .inbox
-            .peek(me, map, limit, &|m| access.allows(&m.channel))
+            .peek(me, map, limit + 1, &|m| access.allows(&m.channel))
             .map_err(fail)?;
+        let more = items.len() > limit;
+        items.truncate(limit);
         self.inbox.mark_read(me, &items).map_err(fail)?;
-        Ok(inbox_output(me.name(), &items, timed_out))
+        Ok(inbox_output(me.name(), &items, timed_out, more))
     }
 
     fn reads(&self) -> std::sync::MutexGuard<'_, HashMap<String, CachedRead>> {
@@ -779,7 +782,7 @@ impl ChatTools {
                     return Err(ToolError::new("the history is shut down; the server is stopping"));
                 },
                 () = tokio::time::sleep_until(deadline) => {
-                    let mut output = inbox_output(me.name(), &[], true);
+                    let mut output = inbox_output(me.name(), &[], true, false);
                     output.text = format!(
                         "No new messages for {} after {} s.",
                         me.name(),
