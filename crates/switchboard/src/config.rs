@@ -752,11 +752,17 @@ impl Config {
             }
         }
         for origin in &self.http.allowed_origins {
-            if !(origin.starts_with("http://") || origin.starts_with("https://")) {
+            // What a browser sends: a scheme and a host (and port), no path
+            // (a trailing `/` is forgiven).
+            let bare = origin.strip_suffix('/').unwrap_or(origin);
+            let host = bare
+                .strip_prefix("http://")
+                .or_else(|| bare.strip_prefix("https://"));
+            if host.is_none_or(|h| h.is_empty() || h.contains(['/', '?', '#', ' ', ',', '*'])) {
                 return Err(invalid(
                     "http.allowed_origins",
                     format!(
-                        "{origin:?} is not an origin; write entries such as \"https://app.example.com\""
+                        "{origin:?} is not an origin (a scheme and a host, no path); write entries such as \"https://app.example.com\""
                     ),
                 ));
             }
@@ -992,6 +998,13 @@ impl Config {
     ) -> Result<Vec<TokenSpec>, ConfigError> {
         let mut specs = Vec::with_capacity(self.http.tokens.len() + 1);
         if let Some(secret) = env(&self.http.token_env).filter(|t| !t.is_empty()) {
+            // A header value loses its surrounding spaces on the way in.
+            if secret.trim() != secret || secret.contains(|c: char| c.is_control()) {
+                return Err(invalid(
+                    self.http.token_env.clone(),
+                    "the token has spaces at its ends or control characters, which no client can present; set a plain secret (switchboard token new makes one)",
+                ));
+            }
             specs.push(TokenSpec {
                 name: self.http.token_env.clone(),
                 secret,
@@ -1180,6 +1193,38 @@ mod tests {
             c.history_path(&env_of(&[])),
             Some(PathBuf::from("/var/lib/sb/history.db"))
         );
+    }
+
+    #[test]
+    fn allowed_origins_are_origins_as_browsers_send_them() {
+        for origin in [
+            "https://app.example.com/path",
+            "*",
+            "app.example.com",
+            "https://",
+        ] {
+            let mut c = Config::default();
+            c.http.allowed_origins = vec![origin.into()];
+            let err = c.validate(&env_of(&[])).unwrap_err().to_string();
+            assert!(err.starts_with("http.allowed_origins:"), "{origin}: {err}");
+        }
+        let mut c = Config::default();
+        c.http.allowed_origins = vec![
+            "https://app.example.com".into(),
+            "http://10.0.0.5:8080/".into(),
+        ];
+        assert!(c.validate(&env_of(&[])).is_ok());
+    }
+
+    #[test]
+    fn a_token_no_client_can_present_is_refused() {
+        for secret in ["   ", " padded", "tab\there"] {
+            let err = Config::default()
+                .tokens(&env_of(&[(DEFAULT_TOKEN_ENV, secret)]))
+                .unwrap_err()
+                .to_string();
+            assert!(err.starts_with(DEFAULT_TOKEN_ENV), "{secret:?}: {err}");
+        }
     }
 
     #[test]
