@@ -354,8 +354,10 @@ pub enum ConfigError {
     },
     #[error("{key}: {problem}")]
     Invalid { key: String, problem: String },
-    #[error("--profile {name}: {problem}")]
-    Profile { name: String, problem: String },
+    /// `given` is the profile as the user gave it: `--profile imqueue` or
+    /// `SWITCHBOARD_PROFILE="imqueue"`.
+    #[error("{given}: {problem}")]
+    Profile { given: String, problem: String },
 }
 
 /// Whether `name` may name a token: 1 to 64 characters, no spaces.
@@ -529,11 +531,16 @@ impl Config {
             .config
             .clone()
             .or_else(|| env("SWITCHBOARD_CONFIG").map(PathBuf::from));
-        let profile = args.profile.clone().or_else(|| env("SWITCHBOARD_PROFILE"));
+        // Named as the user gave it, in errors and in config file origins.
+        let profile = match (&args.profile, env("SWITCHBOARD_PROFILE")) {
+            (Some(name), _) => Some((name.clone(), format!("--profile {name}"))),
+            (None, Some(name)) => Some((name.clone(), format!("SWITCHBOARD_PROFILE={name:?}"))),
+            (None, None) => None,
+        };
         let mut config = match (&profile, &file) {
             (None, None) => Self::default(),
             (None, Some(path)) => Self::from_file(path)?,
-            (Some(name), file) => Self::from_profile(name, file.as_deref())?,
+            (Some((name, given)), file) => Self::from_profile(name, given, file.as_deref())?,
         };
         config.base_dir = match file.as_deref().and_then(Path::parent) {
             Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
@@ -555,14 +562,14 @@ impl Config {
         })
     }
 
-    /// The embedded profile `name`, with the config file (if any) merged
-    /// over it.
-    fn from_profile(name: &str, file: Option<&Path>) -> Result<Self, ConfigError> {
+    /// The embedded profile `name` (`given` as the user gave it: `--profile
+    /// imqueue`), with the config file (if any) merged over it.
+    fn from_profile(name: &str, given: &str, file: Option<&Path>) -> Result<Self, ConfigError> {
         let mut table = crate::profiles::table(name).map_err(|problem| ConfigError::Profile {
-            name: name.to_owned(),
+            given: given.to_owned(),
             problem,
         })?;
-        let mut origin = format!("--profile {name}");
+        let mut origin = given.to_owned();
         let mut file_text = None;
         if let Some(path) = file {
             let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
@@ -1114,7 +1121,7 @@ mod tests {
         let error = |text: &str| {
             let file = dir.path().join("over.toml");
             std::fs::write(&file, text).unwrap();
-            Config::from_profile("imqueue", Some(&file))
+            Config::from_profile("imqueue", "--profile imqueue", Some(&file))
                 .unwrap_err()
                 .to_string()
         };
@@ -1214,6 +1221,26 @@ mod tests {
             "http://10.0.0.5:8080/".into(),
         ];
         assert!(c.validate(&env_of(&[])).is_ok());
+    }
+
+    #[test]
+    fn a_profile_error_names_where_the_profile_was_given() {
+        let err = Config::load(
+            &ServeArgs::default(),
+            &env_of(&[("SWITCHBOARD_PROFILE", "nope")]),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.starts_with("SWITCHBOARD_PROFILE=\"nope\": no profile named"),
+            "{err}"
+        );
+        let args = ServeArgs {
+            profile: Some("nope".into()),
+            ..Default::default()
+        };
+        let err = Config::load(&args, &env_of(&[])).unwrap_err().to_string();
+        assert!(err.starts_with("--profile nope: no profile named"), "{err}");
     }
 
     #[test]

@@ -177,7 +177,9 @@ pub(crate) async fn run(inv: Invocation<'_>) -> io::Result<Finished> {
 /// Only executable regular files count.
 pub(crate) fn find_program(program: &str, path_var: Option<&str>, base: &Path) -> Option<PathBuf> {
     if program.contains('/') {
+        // Absolute, as reports show it: `base` may be relative to the start.
         let path = base.join(program);
+        let path = std::path::absolute(&path).unwrap_or(path);
         return is_executable(&path).then_some(path);
     }
     path_var?
