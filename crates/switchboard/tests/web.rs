@@ -163,13 +163,15 @@ async fn the_api_reads_writes_and_refuses_what_it_must() {
             "context must be",
         ),
         ("/api/around?channel=ops&seq=-2", "seq must be a position"),
+        ("/api/nope", "there is no /api/nope in the web view's API"),
         (
             "/api/messages?channel=ops&before=-1",
             "before must be a position",
         ),
     ] {
         let (status, body) = get_json(&server, path).await;
-        assert_eq!(status, 400, "{path}: {body}");
+        let want = if path == "/api/nope" { 404 } else { 400 };
+        assert_eq!(status, want, "{path}: {body}");
         assert!(
             body["error"].as_str().unwrap().contains(expected),
             "{path}: {body}"
@@ -582,6 +584,111 @@ async fn a_phone_width_dark_page_works_by_keyboard_alone() {
     browser.click("#members-toggle").await;
     assert_eq!(browser.run(toggle, vec![]).await, json!(["true", true]));
     browser.close().await;
+}
+
+/// Texts `prefix N` for N in `range`, as one multi-line send would post them.
+fn numbered(prefix: &str, range: std::ops::Range<usize>) -> Vec<String> {
+    range.map(|n| format!("{prefix} {n}")).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bursts_and_busy_channels_stay_in_order() {
+    let server = Server::start(&["--ephemeral"]).await;
+    let agent = http_client(&server.url("/mcp"), ProtocolVersion::V_2025_11_25).await;
+    send(&agent, "#burst", "robo", "seed").await;
+    send(&agent, "#race", "robo", "race 0").await;
+    let browser = Browser::start().await;
+
+    // No name, no way on: spaces are not a name, and Escape does not close.
+    open_unnamed(&browser, &server.url("/#burst")).await;
+    browser.keys("name", "   \u{E007}").await;
+    browser.keys("name", "\u{E00C}").await;
+    let asked = browser
+        .run(
+            "return [document.getElementById('name-dialog').open,
+                     document.getElementById('name-error').textContent]",
+            vec![],
+        )
+        .await;
+    assert_eq!(asked[0], true, "{asked}");
+    assert!(
+        asked[1].as_str().unwrap().contains("Give the name"),
+        "{asked}"
+    );
+    browser
+        .keys("name", "\u{E009}a\u{E000}\u{E003}ann\u{E007}")
+        .await;
+    browser
+        .until(
+            "the live stream",
+            "return document.body.dataset.live === 'true'",
+            WAIT,
+        )
+        .await;
+    wait_shown(&browser, "seed").await;
+
+    // A burst of 500 lines in one send: all shown, in order, once.
+    let burst = numbered("line", 0..500);
+    send(&agent, "#burst", "robo", &burst.join("\n")).await;
+    wait_shown(&browser, "line 499").await;
+    let mut want = vec!["seed".to_owned()];
+    want.extend(burst);
+    assert_eq!(shown(&browser).await, want);
+
+    // Opened while an agent writes there, and while another channel is
+    // busy: the page shows the channel in order, and the busy channel
+    // appears in the list before its traffic stops.
+    let poster = {
+        let agent = agent.peer().clone();
+        tokio::spawn(async move {
+            for n in 1..400 {
+                for (channel, text) in [
+                    ("#race", format!("race {n}")),
+                    ("#busy", format!("busy {n}")),
+                ] {
+                    let args = json!({"channel": channel, "text": text, "sender": "robo"});
+                    agent
+                        .call_tool(
+                            rmcp::model::CallToolRequestParams::new("send_message")
+                                .with_arguments(args.as_object().cloned().unwrap()),
+                        )
+                        .await
+                        .unwrap();
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    browser
+        .run(
+            "document.querySelector('#channels button[data-channel=\"#race\"]').click()",
+            vec![],
+        )
+        .await;
+    browser
+        .until(
+            "#busy listed",
+            "return document.getElementById('channels').textContent.includes('#busy')",
+            WAIT,
+        )
+        .await;
+    assert!(
+        !poster.is_finished(),
+        "#busy was listed only once its traffic stopped"
+    );
+    poster.await.unwrap();
+    wait_shown(&browser, "race 399").await;
+    let texts = shown(&browser).await;
+    let numbers: Vec<usize> = texts
+        .iter()
+        .map(|t| t.strip_prefix("race ").unwrap().parse().unwrap())
+        .collect();
+    assert!(
+        numbers.windows(2).all(|w| w[1] == w[0] + 1),
+        "out of order or missing: {numbers:?}"
+    );
+    assert_eq!(numbers.last(), Some(&399));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -15,6 +15,8 @@ const state = {
   oldest: null,           // seq of the oldest message shown
   newestShown: 0,         // seq of the newest message shown
   atNewest: true,         // the open channel shows its newest page
+  loading: null,          // live messages of the channel whose page is loading
+  live: [],               // live messages waiting for the next frame
   seen: new Set(),        // ids of the messages shown
   approvals: null,        // the approvals channel, if any
   lastId: 0,              // the newest message id the stream has given
@@ -182,6 +184,9 @@ async function openChannel(name, { around } = {}) {
   state.oldest = null;
   state.newestShown = 0;
   state.seen = new Set();
+  // Live messages that arrive meanwhile wait for the page, and follow it.
+  state.atNewest = false;
+  state.loading = [];
   $('messages').replaceChildren();
   $('channel-title').textContent = name;
   document.title = `${name} — switchboard`;
@@ -189,15 +194,21 @@ async function openChannel(name, { around } = {}) {
   enableComposer(true);
   renderChannels();
   let data;
-  if (around) {
-    data = await api(`/api/around?${query({ channel: name, seq: around, context: 25 })}`);
-    state.atNewest = false;
-  } else {
-    data = await api(`/api/messages?${query({ channel: name, limit: PAGE, viewer: state.viewer })}`);
-    state.atNewest = true;
+  try {
+    data = await api(around
+      ? `/api/around?${query({ channel: name, seq: around, context: 25 })}`
+      : `/api/messages?${query({ channel: name, limit: PAGE, viewer: state.viewer })}`);
+  } catch (e) {
+    if (state.channel === name) state.loading = null;
+    throw e;
   }
   if (state.channel !== name) return;
+  const early = state.loading;
+  state.loading = null;
+  // A page around a search result shows no live messages.
+  state.atNewest = !around;
   showMessages(data.messages);
+  if (state.atNewest) showMessages(early);
   $('older').hidden = !data.more;
   if (around) {
     const target = $('messages').querySelector(`li[data-seq="${around}"]`);
@@ -271,9 +282,11 @@ async function refreshChannels() {
   }
 }
 
+// At most one refresh each 250 ms, however steady the traffic.
 function scheduleRefresh() {
-  clearTimeout(state.refreshTimer);
+  if (state.refreshTimer) return;
   state.refreshTimer = setTimeout(() => {
+    state.refreshTimer = 0;
     refreshChannels().catch(() => {});
     refreshApprovals().catch(() => {});
   }, 250);
@@ -390,21 +403,33 @@ function startStream(since) {
 }
 
 function onMessage(m) {
-  if (m.channel === state.channel && state.atNewest) {
-    const follow = isAtBottom();
-    showMessages([m]);
-    if (follow) {
-      scrollToBottom();
-      markRead();
-    } else {
-      $('newest').hidden = false;
-    }
+  if (m.channel === state.channel && state.loading) {
+    state.loading.push(m);
+  } else if (m.channel === state.channel && state.atNewest) {
+    // Shown once a frame, all together: a layout per message would freeze
+    // the page under a burst of a thousand lines.
+    if (!state.live.length) requestAnimationFrame(showLive);
+    state.live.push(m);
   }
   if (!state.channels.some((c) => c.channel === m.channel) || m.channel !== state.channel) {
     scheduleRefresh();
   }
   if (state.approvals && m.channel.toLowerCase() === state.approvals.toLowerCase()) {
     scheduleRefresh();
+  }
+}
+
+function showLive() {
+  const batch = state.live.filter((m) => m.channel === state.channel);
+  state.live = [];
+  if (!state.atNewest || !batch.length) return;
+  const follow = isAtBottom();
+  showMessages(batch);
+  if (follow) {
+    scrollToBottom();
+    markRead();
+  } else {
+    $('newest').hidden = false;
   }
 }
 
@@ -459,6 +484,10 @@ function askName() {
 async function setName(event) {
   event.preventDefault();
   const name = $('name').value.trim();
+  if (!name) {
+    $('name-error').textContent = 'Give the name you go by here (your nick).';
+    return;
+  }
   // The server checks the nick: ask for the channel list as that viewer.
   try {
     await api(`/api/channels?${query({ viewer: name })}`);
@@ -571,7 +600,13 @@ function wire() {
   $('search').addEventListener('submit', (e) => {
     e.preventDefault();
     const q = $('search-q').value.trim();
-    if (q) search(q).catch(fail);
+    // A failed search leaves no earlier results on show; a good one, no earlier error.
+    if (q) {
+      search(q).then(() => status('')).catch((error) => {
+        $('results').hidden = true;
+        fail(error);
+      });
+    }
   });
   $('results-close').addEventListener('click', () => { $('results').hidden = true; });
   document.addEventListener('keydown', (e) => {
@@ -579,6 +614,10 @@ function wire() {
   });
   $('who').addEventListener('click', () => askName().then(() => refreshChannels()).catch(fail));
   $('name-form').addEventListener('submit', (e) => setName(e).catch(fail));
+  // Without a name nothing can be sent: the question stays until answered.
+  $('name-dialog').addEventListener('cancel', (e) => {
+    if (!state.viewer) e.preventDefault();
+  });
   $('token-form').addEventListener('submit', (e) => sendToken(e).catch(fail));
   $('members-toggle').addEventListener('click', () => {
     const open = $('members').classList.toggle('open');

@@ -13,7 +13,7 @@ use axum::{
     extract::{self, FromRequestParts, Query, Request},
     middleware::{self, Next},
     response::{IntoResponse, Response},
-    routing::{get, post},
+    routing::{any, get, post},
 };
 use http::{HeaderMap, HeaderValue, StatusCode, header, request::Parts};
 use serde::Deserialize;
@@ -77,8 +77,20 @@ pub fn routes(state: State) -> Router {
         .route("/api/send", post(send))
         .route("/api/read", post(read))
         .route("/api/stream", get(stream::stream))
+        .route("/api/{*rest}", any(no_such_path))
         .layer(middleware::from_fn(same_origin))
         .with_state(state)
+}
+
+/// Any other path under `/api/`: a JSON error like the API's others.
+async fn no_such_path(uri: http::Uri) -> ApiError {
+    ApiError(
+        StatusCode::NOT_FOUND,
+        format!(
+            "there is no {} in the web view's API (see docs/web.md)",
+            uri.path()
+        ),
+    )
 }
 
 /// Refuses state-changing requests that do not come from the page.
