@@ -165,7 +165,8 @@ impl Pusher {
             }
         }
         let rules = self.backend.rules();
-        let mut direct: Option<bool> = None;
+        // The channel's members but switchboard's own (IRC's observer), folded.
+        let mut members: Option<Vec<String>> = None;
         // Fold the text and share the message once for every subscriber.
         let folded = rules.casemapping.fold(&message.text);
         let mut shared: Option<Arc<Message>> = None;
@@ -191,10 +192,13 @@ impl Pusher {
                 || match self.settings.mode {
                     PushMode::All => true,
                     PushMode::Off => false,
-                    PushMode::Mentions => match direct {
-                        Some(d) => d,
-                        None => *direct.insert(self.is_direct(message).await),
-                    },
+                    PushMode::Mentions => {
+                        let members = match &mut members {
+                            Some(members) => members,
+                            None => members.insert(self.people_in(message).await),
+                        };
+                        is_direct(members, me.key(), &message.nick_key)
+                    }
                 };
             if !wanted {
                 continue;
@@ -214,15 +218,25 @@ impl Pusher {
         }
     }
 
-    /// A channel of two members: one is speaking to the other alone.
-    async fn is_direct(&self, message: &Message) -> bool {
-        let Ok(channel) = self.backend.rules().channel(&message.channel) else {
-            return false;
+    /// The folded nicks of the members of `message`'s channel, switchboard's
+    /// own connection (IRC's observer) left out; none when they cannot be
+    /// had.
+    async fn people_in(&self, message: &Message) -> Vec<String> {
+        let rules = self.backend.rules();
+        let Ok(channel) = rules.channel(&message.channel) else {
+            return Vec::new();
         };
         self.backend
             .members(&channel)
             .await
-            .is_ok_and(|members| members.len() == 2)
+            .map(|members| {
+                members
+                    .into_iter()
+                    .filter(|m| m.kind != SenderKind::System)
+                    .map(|m| rules.fold(&m.nick))
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
     fn announce_pause(&self, message: &Message) {
@@ -486,6 +500,15 @@ impl Outbox {
 }
 
 /// The event for messages of one channel.
+/// Whether `members` are exactly `me` and `speaker`: one speaking to the
+/// other alone.
+fn is_direct(members: &[String], me: &str, speaker: &str) -> bool {
+    me != speaker
+        && members.len() == 2
+        && members.iter().any(|m| m == me)
+        && members.iter().any(|m| m == speaker)
+}
+
 fn channel_event(messages: &[Pushed]) -> Notification {
     let last = &messages[messages.len() - 1].message;
     let content = if messages.len() == 1 {
@@ -585,6 +608,20 @@ impl Rate {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_direct_channel_is_the_agent_and_the_speaker_alone() {
+        let members = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+        assert!(is_direct(&members(&["bob", "carol"]), "bob", "carol"));
+        assert!(!is_direct(
+            &members(&["bob", "carol", "dave"]),
+            "bob",
+            "carol"
+        ));
+        assert!(!is_direct(&members(&["bob", "dave"]), "bob", "carol"));
+        assert!(!is_direct(&members(&["bob", "carol"]), "bob", "bob"));
+        assert!(!is_direct(&members(&[]), "bob", "carol"));
+    }
     use chrono::Utc;
 
     fn message(id: i64, kind: SenderKind, nick: &str, text: &str) -> Message {

@@ -1054,6 +1054,12 @@ mod irc {
         );
         assert_eq!(meta(&pushed[0].1)["sender"], "carol");
         assert_eq!(meta(&pushed[0].1)["sender_kind"], "human");
+        // #dev holds carol, the agent and switchboard's observer: carol
+        // speaks to the agent alone, so a line without a mention is pushed.
+        carol.privmsg("#dev", "any news?").await;
+        let pushed = worker.wait_for(CHANNEL, 2, WAIT).await;
+        assert_eq!(pushed[1].1["params"]["content"], "any news?");
+        assert_eq!(meta(&pushed[1].1)["mention"], "false");
 
         // The agent asks for approval; the human answers on IRC.
         worker
