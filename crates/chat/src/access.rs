@@ -120,7 +120,7 @@ impl Access {
                 "refused a send over the token's limit"
             );
             ToolError::new(format!(
-                "the token {:?} may send {} messages a minute and has; retry in {seconds} s",
+                "the token {:?} may send {} messages a minute and has sent them; retry in {seconds} s",
                 grant.name(),
                 rules.sends_per_minute.unwrap_or_default()
             ))

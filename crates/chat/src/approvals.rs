@@ -364,7 +364,8 @@ fn parse(params: &JsonObject) -> Result<Ask, String> {
 }
 
 /// `text` on one line (control characters become spaces, runs of spaces
-/// one), cut to `max` characters with `…`.
+/// one; invisible ones, which could turn the notice around, are dropped),
+/// cut to `max` characters with `…`.
 fn one_line(text: &str, max: usize) -> String {
     let mut out = String::new();
     for word in text
@@ -374,7 +375,7 @@ fn one_line(text: &str, max: usize) -> String {
         if !out.is_empty() {
             out.push(' ');
         }
-        out.push_str(word);
+        out.extend(word.chars().filter(|&c| !crate::text::is_invisible(c)));
     }
     if out.chars().count() > max {
         out = out.chars().take(max).collect();
@@ -422,7 +423,7 @@ mod tests {
     #[test]
     fn requests_are_checked_and_flattened() {
         let ask = parse(
-            json!({"request_id": "AbCdE", "tool_name": "Bash", "description": "list\nfiles", "input_preview": "{\"command\":\"ls\"}"})
+            json!({"request_id": "AbCdE", "tool_name": "Bash", "description": "list\n\u{202e}files\u{200b}", "input_preview": "{\"command\":\"ls\"}"})
                 .as_object()
                 .unwrap(),
         )

@@ -176,13 +176,7 @@ fn forbidden_channel_char(c: char) -> Option<&'static str> {
         '\0' => Some("a NUL character"),
         c if c.is_control() => Some("a control character"),
         c if c.is_whitespace() => Some("a space character"),
-        // Zero-width characters and direction overrides: two names that
-        // look alike would be two channels.
-        '\u{200B}'..='\u{200F}'
-        | '\u{202A}'..='\u{202E}'
-        | '\u{2060}'..='\u{2064}'
-        | '\u{2066}'..='\u{2069}'
-        | '\u{FEFF}' => Some("an invisible character"),
+        c if crate::text::is_invisible(c) => Some("an invisible character"),
         _ => None,
     }
 }

@@ -24,6 +24,21 @@ pub(crate) enum TextError {
     TooLong { len: usize, max: usize },
 }
 
+/// Zero-width characters and text-direction controls: they change how the
+/// text around them looks without showing themselves, so two names that
+/// look alike differ, or a notice reads backwards.
+pub(crate) fn is_invisible(c: char) -> bool {
+    matches!(
+        c,
+        '\u{061C}'
+            | '\u{200B}'..='\u{200F}'
+            | '\u{202A}'..='\u{202E}'
+            | '\u{2060}'..='\u{2064}'
+            | '\u{2066}'..='\u{2069}'
+            | '\u{FEFF}'
+    )
+}
+
 /// Splits `text` into the lines to send, in order.
 ///
 /// Every one of [`LINE_BREAKS`] ends a line (CRLF counts once); blank lines
