@@ -42,8 +42,9 @@ pub(crate) fn is_invisible(c: char) -> bool {
 /// Splits `text` into the lines to send, in order.
 ///
 /// Every one of [`LINE_BREAKS`] ends a line (CRLF counts once); blank lines
-/// are skipped (IRC cannot carry an empty message); NUL becomes U+FFFD so it
-/// stays visible.
+/// are skipped (IRC cannot carry an empty message); NUL and CTCP's `\x01`
+/// become U+FFFD, so they stay visible and no line goes out as a CTCP
+/// request (`\x01VERSION\x01` to everyone in the channel).
 pub(crate) fn message_lines(text: &str, max_bytes: usize) -> Result<Vec<String>, TextError> {
     if text.len() > max_bytes {
         return Err(TextError::TooLong {
@@ -54,7 +55,7 @@ pub(crate) fn message_lines(text: &str, max_bytes: usize) -> Result<Vec<String>,
     let lines: Vec<String> = text
         .split(LINE_BREAKS)
         .filter(|line| !line.trim().is_empty())
-        .map(|line| line.replace('\0', "\u{FFFD}"))
+        .map(|line| line.replace(['\0', '\u{1}'], "\u{FFFD}"))
         .collect();
     if lines.is_empty() {
         return Err(TextError::Empty);
@@ -142,6 +143,10 @@ mod tests {
         assert_eq!(lines, ["hi", "QUIT :bye"]);
         assert!(lines.iter().all(|l| !l.contains(['\r', '\n', '\0'])));
         assert_eq!(message_lines("a\0b", 10).unwrap(), ["a\u{FFFD}b"]);
+        assert_eq!(
+            message_lines("\u{1}VERSION\u{1}", 20).unwrap(),
+            ["\u{FFFD}VERSION\u{FFFD}"]
+        );
     }
 
     #[test]
