@@ -2036,6 +2036,33 @@ async fn mcp_config_names_a_shim_that_reaches_the_daemon() {
     daemon.stop().await;
 }
 
+/// The daemon's relay tools tell a client how long to wait: a wait as long
+/// as its longest wait, a send as long as a paced IRC send may take.
+#[tokio::test]
+async fn the_daemon_declares_the_waits_of_its_long_tools() {
+    let runtime = runtime_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("relay.sock");
+    let daemon = Daemon::start(&socket, runtime.path(), &[]).await;
+    let (link, _events) =
+        switchboard_relay::client::Link::connect(&socket, Duration::from_secs(5), "relay-tests")
+            .await
+            .unwrap();
+    let listed = link.list_tools(Duration::from_secs(5)).await.unwrap();
+    let wait_of = |name: &str| {
+        listed
+            .tools
+            .iter()
+            .find(|t| t.name == name)
+            .and_then(|t| t.timeout_ms)
+    };
+    assert_eq!(wait_of("wait_for_messages"), Some(60_000));
+    assert_eq!(wait_of("send_message"), Some(900_000));
+    assert_eq!(wait_of("read_messages"), None);
+    drop(link);
+    daemon.stop().await;
+}
+
 /// The file names a socket given as a relative path by its absolute path,
 /// and refuses app ids that are not one directory's name and `--out` in a
 /// directory that does not exist, writing nothing.

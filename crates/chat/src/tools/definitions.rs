@@ -12,6 +12,11 @@ pub(super) const SEARCH_DEFAULT: i64 = 20;
 pub(super) const SEARCH_MAX: i64 = 100;
 pub(super) const WAIT_DEFAULT_S: f64 = 30.0;
 pub(super) const WAIT_MAX_S: f64 = 50.0;
+/// How long a relay client (the shim) should wait for `send_message`. The
+/// backend answers every send within its own bound (on IRC, `send_timeout_s`
+/// stretched by the flood pacing of the lines), which may pass the shim's
+/// default wait; this only keeps the client waiting for that answer.
+const SEND_WAIT: Duration = Duration::from_secs(15 * 60);
 
 /// What each chat tool is, to dispatch a call from its declaration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -96,7 +101,8 @@ pub(super) fn tool_definitions() -> ToolTable<ChatTool> {
             },
             "required": ["channel", "sender", "lines", "confirmed"]
         })))
-        .with_annotations(writes(false)))
+        .with_annotations(writes(false))
+        .with_timeout(SEND_WAIT))
         .with(
             ChatTool::ReadMessages,
             ToolSpec::new(
