@@ -5,14 +5,15 @@
 //! The default is `switchboard`; when it is taken, `switchboard-<host>` (the
 //! host name's first label, reduced to characters a nick may hold), then
 //! `switchboard-<host>-2` … `-9`. Each is cut to 30 characters, and the same
-//! list follows cut to 16 for networks with a shorter `NICKLEN`.
+//! list follows cut to 16 for networks with a shorter `NICKLEN`, then to 9
+//! (RFC 1459's, still stock ngIRCd's).
 
 /// The observer's nick when `chat.irc.nick` is not set.
 pub const DEFAULT_OBSERVER_NICK: &str = "switchboard";
 
 /// Lengths the variants are cut to: most servers allow 30 (InspIRCd,
-/// Solanum's default), some networks 16 (Libera.Chat).
-const CUTS: [usize; 2] = [30, 16];
+/// Solanum's default), some networks 16 (Libera.Chat), stock ngIRCd 9.
+const CUTS: [usize; 3] = [30, 16, 9];
 /// Variants per length: `-2` … `-9` after the plain one.
 const NUMBERED: u32 = 9;
 
@@ -91,6 +92,8 @@ mod tests {
         );
         // Then cut to 16, for networks with a short NICKLEN.
         assert_eq!(all[9..11], ["switchboard-buil", "switchboard-bu-2"]);
+        // And to 9, for RFC 1459's.
+        assert_eq!(all[18..20], ["switchboa", "switchb-2"]);
         let rules = NameRules::default();
         for nick in &all {
             assert!(nick.len() <= 30 && rules.nick(nick).is_ok(), "{nick}");

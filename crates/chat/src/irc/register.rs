@@ -226,13 +226,13 @@ impl<'a> Registration<'a> {
         line("NICK", &[&self.nick])
     }
 
-    /// The server refused our nick as invalid: a fallback may be too long
-    /// for it, so on to a shorter one; the configured nick itself is an error.
+    /// The server refused our nick as invalid: it may be too long for it
+    /// (the default `switchboard` on a server with RFC 1459's nine), so on to
+    /// a shorter fallback; without one (a configured nick has none) it is an
+    /// error.
     fn shorter_nick(&mut self, reason: String) -> Result<WireLine, ConnError> {
         let length = self.nick.chars().count();
-        if self.nick != self.identity.nick
-            && let Some(next) = self.fallbacks.find(|f| f.chars().count() < length)
-        {
+        if let Some(next) = self.fallbacks.find(|f| f.chars().count() < length) {
             tracing::info!(refused = %self.nick, trying = %next, "IRC nick refused; trying a shorter one");
             self.nick.clone_from(next);
             return line("NICK", &[&self.nick]);
@@ -440,6 +440,23 @@ mod tests {
             feed(&mut r, ":irc 432 * bot :Erroneous nickname"),
             Err(ConnError::BadNick { nick, .. }) if nick == "bot"
         ));
+        // The default nick itself, too long for a server allowing nine.
+        let mut id = identity(false);
+        id.nick = "switchboard".into();
+        let fallbacks = crate::irc::nicks::fallbacks("switchboard", "host");
+        let mut r = Registration::new(&id, &fallbacks);
+        assert_eq!(
+            feed(
+                &mut r,
+                ":irc 432 * switchboard :Nickname too long, max. 9 characters"
+            )
+            .unwrap(),
+            ["NICK switchboa\r\n"]
+        );
+        assert_eq!(
+            feed(&mut r, ":irc 433 * switchboa :in use").unwrap(),
+            ["NICK switchb-2\r\n"]
+        );
     }
 
     #[test]
