@@ -145,6 +145,30 @@ on_both_servers!(
     two_switchboards_sharing_a_data_dir_record_each_line_once,
 );
 
+/// RFC 1459's nine-character nicks (stock ngIRCd's): the default observer
+/// nick is too long there, and switchboard takes a shorter one by itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_network_of_nine_character_nicks_the_observer_takes_a_shorter_one() {
+    let options = ServerOptions {
+        nicklen: Some(9),
+        ..ServerOptions::default()
+    };
+    let server = IrcServer::start(ServerKind::NgIRCd, options).await;
+    let (human, bridge) =
+        tokio::join!(Human::connect(&server, "carol"), Bridge::start(&server, ""));
+    human.join("#short").await;
+    bridge.send_ok("short", "alice", "fits").await;
+    let heard = human.expect(privmsg_from("alice", "#short"), WAIT).await;
+    assert_eq!(heard.trailing(), Some("fits"));
+    let members = call(&bridge.client, "get_members", json!({"channel": "#short"})).await;
+    let members = members.structured_content.unwrap()["members"].clone();
+    assert!(
+        members.as_array().unwrap().iter().any(|m| m == "switchboa"),
+        "{members}\n{}",
+        bridge.log()
+    );
+}
+
 async fn agents_and_humans_hear_each_other(kind: ServerKind) {
     let server = IrcServer::start(kind, ServerOptions::default()).await;
     let (human, bridge) =
