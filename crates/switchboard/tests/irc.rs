@@ -143,6 +143,7 @@ on_both_servers!(
     tls_with_a_private_ca,
     fifty_lines_burst_through_stock_flood_control,
     two_switchboards_sharing_a_data_dir_record_each_line_once,
+    a_person_who_takes_a_gone_agents_nick_is_a_person,
 );
 
 /// RFC 1459's nine-character nicks (stock ngIRCd's): the default observer
@@ -494,6 +495,63 @@ async fn two_switchboards_sharing_a_data_dir_record_each_line_once(kind: ServerK
         said.sort();
         assert_eq!(texts, said, "{}", bridge.log());
     }
+}
+
+/// An agent's connection closed for being idle frees its nick at once: a
+/// person who takes it is stored as a person (so the loop guard and readers
+/// see one), not as the agent for the rest of the agent's mark. The idle
+/// time (1 s) is shorter than registering takes on InspIRCd, so this also
+/// holds that a connection is not closed during its first send.
+async fn a_person_who_takes_a_gone_agents_nick_is_a_person(kind: ServerKind) {
+    let server = IrcServer::start(kind, ServerOptions::default()).await;
+    let (carol, bridge) = tokio::join!(
+        Human::connect(&server, "carol"),
+        Bridge::start(&server, "sender_idle_s = 1")
+    );
+    carol.join("#handover").await;
+    bridge.send_ok("#handover", "alice", "signing off").await;
+    carol
+        .expect(
+            |l| l.is_from("alice", "QUIT") || l.is_from("alice", "PART"),
+            WAIT,
+        )
+        .await;
+    let person = Human::connect(&server, "alice").await;
+    person.join("#handover").await;
+    person.privmsg("#handover", "a person now").await;
+    let mut kinds = Vec::new();
+    for _ in 0..100 {
+        let read = call(
+            &bridge.client,
+            "read_messages",
+            json!({"channel": "#handover"}),
+        )
+        .await;
+        kinds = read.structured_content.unwrap()["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| {
+                (
+                    m["text"].as_str().unwrap().to_owned(),
+                    m["kind"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect::<Vec<_>>();
+        if kinds.len() == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        kinds,
+        [
+            ("a person now".to_owned(), "human".to_owned()),
+            ("signing off".to_owned(), "agent".to_owned())
+        ],
+        "{}",
+        bridge.log()
+    );
 }
 
 /// What `#shared` holds, oldest first.

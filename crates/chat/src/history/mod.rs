@@ -729,6 +729,17 @@ impl History {
         rx.await.map_err(|_| HistoryError::Closed)?
     }
 
+    /// Ends the marks [`History::mark_agent`] made for `nick_key` in every
+    /// channel, once this process's agent no longer holds the nick: whoever
+    /// takes it next is a person until marked again.
+    pub(crate) async fn unmark_agent(&self, nick_key: &str) -> Result<(), HistoryError> {
+        let rx = self.submit(|reply| Op::UnmarkAgent {
+            nick_key: nick_key.to_owned(),
+            reply,
+        })?;
+        rx.await.map_err(|_| HistoryError::Closed)?
+    }
+
     fn with_reader<R>(
         &self,
         f: impl FnOnce(&Connection) -> rusqlite::Result<R>,
@@ -2206,6 +2217,9 @@ pub(crate) mod tests {
         assert_eq!(heard("bot", "two"), [SenderKind::Human]);
         rt.block_on(ours.mark_agent(&a, "Bot", "bot")).unwrap();
         assert_eq!(heard("bot", "three"), [SenderKind::Agent]);
+        // The agent's connection has quit: the nick is free at once.
+        rt.block_on(ours.unmark_agent("bot")).unwrap();
+        assert_eq!(heard("bot", "four"), [SenderKind::Human]);
         ours.close();
         theirs.close();
     }

@@ -86,6 +86,9 @@ pub(super) enum Op {
         nick_key: String,
         reply: Reply<()>,
     },
+    /// Ends every mark of `nick_key` as an agent's nick (see
+    /// [`History::unmark_agent`](super::History::unmark_agent)).
+    UnmarkAgent { nick_key: String, reply: Reply<()> },
     /// Brings the full-text index up to every stored message (of any
     /// process sharing the database); `reply`, if any, hears after the commit.
     Index { reply: Option<Reply<()>> },
@@ -365,6 +368,13 @@ impl Writer {
                             SenderKind::Agent as i64,
                             until
                         ])?;
+                }
+                Op::UnmarkAgent { nick_key, .. } => {
+                    self.conn
+                        .prepare_cached(
+                            "UPDATE speakers SET agent_until = 0 WHERE key = ?1 AND agent_until > 0",
+                        )?
+                        .execute(params![&*nick_key])?;
                 }
                 Op::Index { .. } => index = true,
                 // Held before the group runs; written just below either way.
@@ -738,7 +748,7 @@ impl Op {
             Op::EnsureChannel { created, reply, .. } => {
                 let _ = reply.send(failure.map_or(Ok(created), |e| Err(error(e))));
             }
-            Op::MarkAgent { reply, .. } => {
+            Op::MarkAgent { reply, .. } | Op::UnmarkAgent { reply, .. } => {
                 let _ = reply.send(failure.map_or(Ok(()), |e| Err(error(e))));
             }
             Op::Index { reply } => match reply {

@@ -124,6 +124,29 @@ struct SenderSlot {
     /// Channels the nick joined explicitly: while there are any, the
     /// connection is kept however idle it is.
     present_in: HashSet<String>,
+    /// Sends and joins using the connection now (see [`InUse`]): it is not
+    /// idle while there are any.
+    in_use: usize,
+}
+
+/// A sender connection taken for one send or join. The reaper leaves the
+/// connection open while it is held, and its idle time counts from its drop.
+struct InUse<'a> {
+    inner: &'a Inner,
+    key: String,
+    connection: Connection,
+}
+
+impl Drop for InUse<'_> {
+    fn drop(&mut self) {
+        let mut senders = self.inner.senders.lock().expect("senders lock");
+        if let Some(slot) = senders.get_mut(&self.key)
+            && slot.connection.is(&self.connection)
+        {
+            slot.in_use -= 1;
+            slot.last_used = Instant::now();
+        }
+    }
 }
 
 impl IrcBackend {
@@ -470,16 +493,23 @@ async fn reap_idle_senders(inner: std::sync::Weak<Inner>) {
         };
         let idle = strong.settings.sender_idle;
         let tick = (idle / 4).clamp(Duration::from_millis(100), Duration::from_secs(30));
-        {
-            let mut senders = strong.senders.lock().expect("senders lock");
-            senders.retain(|nick, slot| {
-                let keep = slot.last_used.elapsed() < idle || !slot.present_in.is_empty();
+        let mut idle_slots = Vec::new();
+        strong
+            .senders
+            .lock()
+            .expect("senders lock")
+            .retain(|nick, slot| {
+                let keep = slot.in_use > 0
+                    || slot.last_used.elapsed() < idle
+                    || !slot.present_in.is_empty();
                 if !keep {
                     tracing::debug!(%nick, "closing an idle sender connection");
-                    slot.connection.quit();
+                    idle_slots.push((slot.connection.clone(), slot.kind));
                 }
                 keep
             });
+        for (connection, kind) in idle_slots {
+            strong.retire_sender(&connection, kind).await;
         }
         drop(strong);
         tokio::time::sleep(tick).await;
@@ -591,15 +621,21 @@ impl Inner {
             .map_or(SenderKind::Human, |slot| slot.kind)
     }
 
-    /// The sender connection for `nick`, made on first use.
-    fn sender(&self, nick: &Nick, kind: SenderKind) -> Connection {
+    /// The sender connection for `nick`, made on first use, taken for one
+    /// send or join.
+    fn sender(&self, nick: &Nick, kind: SenderKind) -> InUse<'_> {
+        let in_use = |connection: &Connection| InUse {
+            inner: self,
+            key: nick.key().to_owned(),
+            connection: connection.clone(),
+        };
         let mut senders = self.senders.lock().expect("senders lock");
         if let Some(slot) = senders.get_mut(nick.key())
             && !matches!(slot.connection.status(), Status::Failed(_))
         {
-            slot.last_used = Instant::now();
+            slot.in_use += 1;
             slot.kind = kind;
-            return slot.connection.clone();
+            return in_use(&slot.connection);
         }
         let connection = Connection::spawn(
             self.endpoint.clone(),
@@ -620,9 +656,10 @@ impl Inner {
                 last_used: Instant::now(),
                 kind,
                 present_in: HashSet::new(),
+                in_use: 1,
             },
         );
-        connection
+        in_use(&connection)
     }
 
     fn describe_observer(&self) -> String {
@@ -669,6 +706,28 @@ impl Inner {
         marks.retain(|_, marked| marked.elapsed() < AGENT_MARK);
         marks.insert(key, marked);
         Ok(())
+    }
+
+    /// Quits a sender's `connection`. An agent's nick stops being marked as
+    /// one in the history at once, so a person who takes it next is stored
+    /// as a person, by every process sharing the history.
+    async fn retire_sender(&self, connection: &Connection, kind: SenderKind) {
+        let held = match connection.status() {
+            Status::Registered { nick } => Some(nick),
+            _ => None,
+        };
+        connection.quit();
+        let Some(nick) = held.filter(|_| kind == SenderKind::Agent) else {
+            return;
+        };
+        let key = self.observer.info().rules.casemapping.fold(&nick);
+        self.marked_agents
+            .lock()
+            .expect("marked agents lock")
+            .retain(|(_, marked), _| *marked != key);
+        if let Err(e) = self.history.unmark_agent(&key).await {
+            tracing::debug!(%nick, error = %e, "the agent mark stays until it lapses");
+        }
     }
 
     /// Says `text` in `channel` as the observer, within the send timeout.
@@ -755,7 +814,8 @@ impl Inner {
         // The observer must be in the channel before anyone speaks there. The
         // history learns of the channel when it records the lines.
         self.observer.join(channel).await.map_err(network)?;
-        let connection = self.sender(sender, kind);
+        let in_use = self.sender(sender, kind);
+        let connection = &in_use.connection;
         if let Err(e) = connection.ready().await {
             self.senders
                 .lock()
@@ -764,7 +824,7 @@ impl Inner {
             return Err(ChatError::Network(format!("not delivered: {e}")));
         }
         if kind == SenderKind::Agent {
-            self.mark_agent(channel, &connection).await?;
+            self.mark_agent(channel, connection).await?;
         }
         let (armed_tx, armed) = oneshot::channel();
         let before_write: BeforeWrite = {
@@ -877,7 +937,8 @@ impl ChatBackend for IrcBackend {
                 }
                 return Ok(());
             }
-            let connection = inner.sender(nick, SenderKind::Agent);
+            let in_use = inner.sender(nick, SenderKind::Agent);
+            let connection = &in_use.connection;
             let joined = async {
                 connection.ready().await?;
                 connection.join(channel).await
@@ -926,18 +987,21 @@ impl ChatBackend for IrcBackend {
 
     fn close(&self) -> BoxFuture<'_, ()> {
         async move {
-            let mut connections: Vec<Connection> = self
+            let senders: Vec<SenderSlot> = self
                 .inner
                 .senders
                 .lock()
                 .expect("senders lock")
                 .drain()
-                .map(|(_, slot)| slot.connection)
+                .map(|(_, slot)| slot)
                 .collect();
-            connections.push(self.inner.observer.clone());
-            for connection in &connections {
-                connection.quit();
+            for slot in &senders {
+                self.inner.retire_sender(&slot.connection, slot.kind).await;
             }
+            self.inner.observer.quit();
+            let mut connections: Vec<Connection> =
+                senders.into_iter().map(|slot| slot.connection).collect();
+            connections.push(self.inner.observer.clone());
             // Give the QUITs a moment to reach the server.
             let gone = futures::future::join_all(connections.iter().map(|c| c.ready()));
             let _ = tokio::time::timeout(Duration::from_secs(2), gone).await;

@@ -294,6 +294,11 @@ impl Connection {
         }
     }
 
+    /// Whether `other` is a handle on this same connection.
+    pub(crate) fn is(&self, other: &Connection) -> bool {
+        self.requests.same_channel(&other.requests)
+    }
+
     /// Asks the task to send QUIT and stop.
     pub fn quit(&self) {
         let _ = self.requests.try_send(Request::Quit);
