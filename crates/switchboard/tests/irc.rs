@@ -144,6 +144,7 @@ on_both_servers!(
     fifty_lines_burst_through_stock_flood_control,
     two_switchboards_sharing_a_data_dir_record_each_line_once,
     a_person_who_takes_a_gone_agents_nick_is_a_person,
+    a_send_cut_off_part_way_says_how_much_arrived,
 );
 
 /// RFC 1459's nine-character nicks (stock ngIRCd's): the default observer
@@ -551,6 +552,61 @@ async fn a_person_who_takes_a_gone_agents_nick_is_a_person(kind: ServerKind) {
         ],
         "{}",
         bridge.log()
+    );
+}
+
+/// A paced send of many lines that the network cuts off part-way fails,
+/// saying how many of its first lines reached the channel and were stored,
+/// which is what the history then holds: the agent knows what not to send
+/// again.
+async fn a_send_cut_off_part_way_says_how_much_arrived(kind: ServerKind) {
+    let mut server = IrcServer::start(kind, ServerOptions::default()).await;
+    let (carol, bridge) = tokio::join!(
+        Human::connect(&server, "carol"),
+        Bridge::start(&server, "flood_burst = 2\nflood_per_second = 2.0")
+    );
+    carol.join("#cut").await;
+    let lines: Vec<String> = (1..=30).map(|i| format!("step {i} of 30")).collect();
+    let sending = {
+        let peer = bridge.client.peer().clone();
+        let text_ = lines.join("\n");
+        tokio::spawn(async move {
+            let args = json!({"channel": "#cut", "text": text_, "sender": "alice"});
+            peer.call_tool(
+                rmcp::model::CallToolRequestParams::new("send_message")
+                    .with_arguments(args.as_object().cloned().unwrap()),
+            )
+            .await
+            .unwrap()
+        })
+    };
+    let mut seen = 0;
+    while seen < 6 {
+        carol.expect(privmsg_from("alice", "#cut"), WAIT).await;
+        seen += 1;
+    }
+    // The observer hears what carol heard.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    server.kill().await;
+    let result = sending.await.unwrap();
+    assert!(is_error(&result), "{}", text(&result));
+    let read = call(
+        &bridge.client,
+        "read_messages",
+        json!({"channel": "#cut", "limit": 50}),
+    )
+    .await;
+    let mut stored = texts(&read);
+    stored.reverse();
+    assert!(stored.len() >= 6 && stored.len() < 30, "{stored:?}");
+    assert_eq!(stored, lines[..stored.len()], "{}", bridge.log());
+    let said = text(&result);
+    assert!(
+        said.contains(&format!(
+            "the first {} of its 30 IRC lines were heard in the channel and are in the history",
+            stored.len()
+        )),
+        "{said}\nstored: {stored:?}"
     );
 }
 

@@ -525,6 +525,7 @@ struct Confirmations {
 struct Expected {
     texts: VecDeque<String>,
     heard: Vec<Message>,
+    progress: Arc<Mutex<Progress>>,
     /// The stored lines, or why the observer heard them but could not
     /// store them.
     done: oneshot::Sender<Result<Vec<Message>, String>>,
@@ -537,6 +538,7 @@ impl Confirmations {
         channel: &str,
         nick: &str,
         texts: &[&str],
+        progress: Arc<Mutex<Progress>>,
     ) -> oneshot::Receiver<Result<Vec<Message>, String>> {
         let (done, rx) = oneshot::channel();
         if texts.is_empty() {
@@ -551,6 +553,7 @@ impl Confirmations {
             .push_back(Expected {
                 texts: texts.iter().map(|t| t.trim().to_owned()).collect(),
                 heard: Vec::new(),
+                progress,
                 done,
             });
         rx
@@ -572,6 +575,7 @@ impl Confirmations {
         {
             expected.texts.pop_front();
             expected.heard.push(message);
+            expected.progress.lock().expect("progress lock").heard += 1;
         }
         while queue.front().is_some_and(|e| e.texts.is_empty()) {
             let done = queue.pop_front().expect("front exists");
@@ -775,19 +779,19 @@ impl Inner {
         kind: SenderKind,
         lines: Vec<String>,
     ) -> Result<Delivery, ChatError> {
-        let stage = Arc::new(Mutex::new(Stage::Waiting));
+        let progress = Arc::new(Mutex::new(Progress::default()));
         // Pacing stretches the deadline; count wire lines generously (a
         // relayed line carries at most ~430 bytes of text), plus the JOINs.
         let wire_lines: usize = lines.iter().map(|l| l.len() / 300 + 1).sum();
         let budget =
             self.settings.send_timeout + Bucket::time_for(self.settings.flood, wire_lines + 2);
-        let attempt = self.deliver(channel, sender, kind, lines, stage.clone());
+        let attempt = self.deliver(channel, sender, kind, lines, progress.clone());
         match tokio::time::timeout(budget, attempt).await {
             Ok(result) => result,
             Err(_) => {
                 let secs = budget.as_secs();
-                let stage = *stage.lock().expect("stage lock");
-                Err(ChatError::Network(match stage {
+                let progress = *progress.lock().expect("progress lock");
+                let mut error = match progress.stage {
                     Stage::Waiting => format!(
                         "not delivered: nothing was sent to {channel} within {secs} s (the IRC connection is {})",
                         self.describe_observer()
@@ -798,7 +802,9 @@ impl Inner {
                     Stage::Accepted => format!(
                         "not confirmed: the IRC server accepted the lines to {channel} but switchboard's observer did not hear them in the channel within {secs} s; they may not have reached it"
                     ),
-                }))
+                };
+                error.push_str(&progress.heard_so_far());
+                Err(ChatError::Network(error))
             }
         }
     }
@@ -809,7 +815,7 @@ impl Inner {
         sender: &Nick,
         kind: SenderKind,
         lines: Vec<String>,
-        stage: Arc<Mutex<Stage>>,
+        progress: Arc<Mutex<Progress>>,
     ) -> Result<Delivery, ChatError> {
         // The observer must be in the channel before anyone speaks there. The
         // history learns of the channel when it records the lines.
@@ -828,27 +834,35 @@ impl Inner {
         }
         let (armed_tx, armed) = oneshot::channel();
         let before_write: BeforeWrite = {
-            let stage = stage.clone();
+            let progress = progress.clone();
             let confirmations = self.confirmations.clone();
             let channel_key = channel.key().to_owned();
             let fold = self.observer.info().rules.casemapping;
             Box::new(move |nick: &str, texts: &[&str]| {
-                *stage.lock().expect("stage lock") = Stage::Written;
-                let waiting = confirmations.expect(&channel_key, &fold.fold(nick), texts);
+                {
+                    let mut progress = progress.lock().expect("progress lock");
+                    progress.stage = Stage::Written;
+                    progress.lines = texts.len();
+                }
+                let waiting = confirmations.expect(&channel_key, &fold.fold(nick), texts, progress);
                 let _ = armed_tx.send((nick.to_owned(), waiting));
             })
         };
         let sent = connection
             .send(channel, lines, before_write)
             .await
-            .map_err(|e| match e {
-                ConnError::Dropped => ChatError::Network(format!(
-                    "not confirmed: the IRC connection dropped before the server confirmed the lines to {channel}; they may or may not have been delivered"
-                )),
-                ConnError::Rejected { .. } => ChatError::Network(e.to_string()),
-                other => ChatError::Network(format!("not delivered: {other}")),
+            .map_err(|e| {
+                let mut error = match e {
+                    ConnError::Dropped => format!(
+                        "not confirmed: the IRC connection dropped before the server confirmed the lines to {channel}; they may or may not have been delivered"
+                    ),
+                    ConnError::Rejected { .. } => e.to_string(),
+                    other => format!("not delivered: {other}"),
+                };
+                error.push_str(&progress.lock().expect("progress lock").heard_so_far());
+                ChatError::Network(error)
             })?;
-        *stage.lock().expect("stage lock") = Stage::Accepted;
+        progress.lock().expect("progress lock").stage = Stage::Accepted;
         let unheard = || {
             ChatError::Network(format!(
                 "not confirmed: the lines to {channel} were not heard back"
@@ -869,9 +883,34 @@ impl Inner {
     }
 }
 
-#[derive(Debug, Clone, Copy)]
+/// How far one send got, for its error when it fails.
+#[derive(Debug, Clone, Copy, Default)]
+struct Progress {
+    stage: Stage,
+    /// The IRC lines written (a long message takes several).
+    lines: usize,
+    /// How many of them, from the first, the observer heard and stored.
+    heard: usize,
+}
+
+impl Progress {
+    /// What a failed send's error adds when part of it arrived: the agent
+    /// should not send those lines again.
+    fn heard_so_far(&self) -> String {
+        if self.heard == 0 {
+            return String::new();
+        }
+        format!(
+            "; the first {} of its {} IRC lines were heard in the channel and are in the history, so read the channel before sending the rest again",
+            self.heard, self.lines
+        )
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default)]
 enum Stage {
     /// Nothing written yet.
+    #[default]
     Waiting,
     /// Lines written, server confirmation pending.
     Written,
