@@ -881,6 +881,51 @@ async fn the_page_reconnects_after_a_restart_without_holes_or_repeats() {
     browser.close().await;
 }
 
+/// An `--ephemeral` server starts a new history when it restarts, its ids
+/// from 1 again: the open page shows the new history, not the old one with
+/// the new messages whose ids it had already seen left out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_an_ephemeral_restart_the_page_shows_the_new_history() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let args = ["--http", addr.as_str(), "--ephemeral"];
+    let server = Server::start(&args).await;
+    let agent = http_client(&server.url("/mcp"), ProtocolVersion::V_2025_11_25).await;
+    send(&agent, "#c", "robo", "old 1\nold 2\nold 3\nold 4").await;
+    let browser = Browser::start().await;
+    open_as(&browser, &server.url("/#c"), "ann").await;
+    wait_shown(&browser, "old 4").await;
+
+    server.signal(libc::SIGTERM);
+    assert!(server.exit(WAIT).await.success());
+    browser
+        .until(
+            "the page to notice",
+            "return document.body.dataset.live === 'false'",
+            WAIT,
+        )
+        .await;
+    let server = Server::start(&args).await;
+    let agent = http_client(&server.url("/mcp"), ProtocolVersion::V_2025_11_25).await;
+    send(&agent, "#c", "robo", "new 1").await;
+    browser
+        .until(
+            "the page to reconnect",
+            "return document.body.dataset.live === 'true'",
+            Duration::from_secs(30),
+        )
+        .await;
+    wait_shown(&browser, "new 1").await;
+    send(&agent, "#c", "robo", "new 2").await;
+    wait_shown(&browser, "new 2").await;
+    assert_eq!(shown(&browser).await, ["new 1", "new 2"]);
+    browser.close().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pages_left_behind_give_back_their_stream() {
     let server = Server::start(&["--ephemeral"]).await;

@@ -20,6 +20,7 @@ const state = {
   seen: new Set(),        // ids of the messages shown
   approvals: null,        // the approvals channel, if any
   lastId: 0,              // the newest message id the stream has given
+  instance: null,         // the server process the page loaded from
   stream: null,
   refreshTimer: 0,
   readTimer: 0,
@@ -385,12 +386,19 @@ async function answer(word, id) {
 
 function startStream(since) {
   if (state.stream) state.stream.close();
-  const source = new EventSource(`/api/stream?${query({ since })}`);
+  const source = new EventSource(`/api/stream?${query({ since, instance: state.instance })}`);
   state.stream = source;
   source.addEventListener('message', (e) => {
     const m = JSON.parse(e.data);
     state.lastId = Math.max(state.lastId, m.id);
     onMessage(m);
+  });
+  // The server restarted and may hold another history (an in-memory one,
+  // or a file restored from a backup): what the page shows is reloaded.
+  source.addEventListener('reset', () => {
+    source.close();
+    state.channel = null;
+    start();
   });
   source.addEventListener('open', () => {
     document.body.dataset.live = 'true';
@@ -555,6 +563,7 @@ function fail(e) {
 async function start() {
   try {
     const session = await api('/api/session');
+    state.instance = session.instance;
     state.approvals = session.approvals_channel;
     // A token bound to a nick speaks only as that nick.
     if (session.nick) {

@@ -33,11 +33,24 @@ pub struct State {
     pub(crate) chat: Arc<ChatTools>,
     /// The server's tokens: the login checks the one it is given.
     tokens: Arc<Tokens>,
+    /// Names this server process for its pages. Message ids are the
+    /// history's, and the history a page saw may be gone after a restart
+    /// (an in-memory one, or a file restored from a backup): a page's
+    /// stream from another instance starts afresh (see `stream.rs`).
+    pub(crate) instance: Arc<str>,
 }
 
 impl State {
     pub fn new(chat: Arc<ChatTools>, tokens: Arc<Tokens>) -> Self {
-        Self { chat, tokens }
+        let started = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        let instance = format!("{:x}-{:x}", started.as_nanos(), std::process::id());
+        Self {
+            chat,
+            tokens,
+            instance: instance.into(),
+        }
     }
 }
 
@@ -154,6 +167,7 @@ async fn session(extract::State(state): extract::State<State>, allowed: Allowed)
         "nick": allowed.0.default_nick(),
         "approvals_channel": state.chat.approvals_channel(),
         "newest_id": state.chat.newest_id()?,
+        "instance": &*state.instance,
     }))
     .into_response())
 }

@@ -8,6 +8,11 @@
 //! messages from now on. A stream that falls behind the live feed catches
 //! up from the history the same way. Streams end when the server stops.
 //! A token limited to some channels is streamed only theirs.
+//!
+//! A page names the server instance it loaded from (`?instance=`, from
+//! `/api/session`). When that is not this process, its ids may name another
+//! history's messages: the stream then ignores them, sends `event: reset`,
+//! and follows from now on; the page reloads what it shows.
 
 use std::{convert::Infallible, sync::Arc, time::Duration};
 
@@ -15,7 +20,7 @@ use axum::{
     extract::{Query, State},
     response::sse::{Event, KeepAlive, Sse},
 };
-use futures::Stream;
+use futures::{Stream, StreamExt};
 use http::HeaderMap;
 use serde::Deserialize;
 use switchboard_chat::{Access, ChatTools, Message};
@@ -29,6 +34,7 @@ const CATCH_UP: usize = 500;
 #[derive(Deserialize)]
 pub struct StreamQuery {
     since: Option<i64>,
+    instance: Option<String>,
 }
 
 pub async fn stream(
@@ -39,11 +45,16 @@ pub async fn stream(
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     // Subscribed before the history is read: nothing falls in between.
     let feed = state.chat.feed();
+    let reset = q
+        .instance
+        .as_deref()
+        .is_some_and(|seen| seen != &*state.instance);
     let resume = headers
         .get("last-event-id")
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<i64>().ok())
-        .or(q.since);
+        .or(q.since)
+        .filter(|_| !reset);
     let last = match resume {
         Some(id) => id,
         None => state.chat.newest_id().unwrap_or(0),
@@ -56,10 +67,16 @@ pub async fn stream(
         catching_up: resume.is_some(),
         queue: Vec::new(),
     };
-    let events = futures::stream::unfold(follower, |mut f| async move {
+    let first = reset.then(|| {
+        Ok(Event::default()
+            .event("reset")
+            .data(serde_json::json!({ "instance": &*state.instance }).to_string()))
+    });
+    let messages = futures::stream::unfold(follower, |mut f| async move {
         let message = f.next().await?;
         Some((Ok(event(&message)), f))
     });
+    let events = futures::stream::iter(first).chain(messages);
     Sse::new(events).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
 }
 
