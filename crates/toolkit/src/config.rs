@@ -232,7 +232,8 @@ pub struct ActionConfig {
     pub mutating: bool,
     /// Arguments that make a mutating case a dry run (e.g. `--dry-run`).
     /// Without them the dry run only shows the command and runs nothing.
-    /// Inserted before a literal `--`, else appended.
+    /// Inserted before the agent's options, else before a literal `--`,
+    /// else appended.
     #[serde(default)]
     pub dry_run_args: Vec<String>,
     /// Arguments added when a mutating case runs for real (e.g. `--yes`, to

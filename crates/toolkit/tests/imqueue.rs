@@ -378,6 +378,16 @@ async fn create_service_is_a_dry_run_unless_applied() {
         out.text
             .contains("Plan: create service user (dry run, nothing written)")
     );
+    // `--author` takes a value: last, it must not take `--dry-run` for it.
+    f.ok(
+        "create_service",
+        json!({"name": "user", "flags": ["--author"]}),
+    )
+    .await;
+    assert_eq!(
+        f.last_argv(),
+        ["service", "create", "user", "--dry-run", "--author"]
+    );
 
     let out = f
         .ok(
@@ -392,15 +402,15 @@ async fn create_service_is_a_dry_run_unless_applied() {
             "create",
             "user",
             "services/user",
+            "--yes",
             "--vcs",
             "github",
             "-D",
-            "--packages=job",
-            "--yes"
+            "--packages=job"
         ]
     );
     assert_eq!(out.structured["mode"], "apply");
-    assert!(out.text.starts_with("Ran for real: `imq service create user services/user --vcs github -D --packages=job --yes` exited with code 0."), "{}", out.text);
+    assert!(out.text.starts_with("Ran for real: `imq service create user services/user --yes --vcs github -D --packages=job` exited with code 0."), "{}", out.text);
     assert!(out.text.contains("Created service user"));
     assert_eq!(
         out.structured["program"],

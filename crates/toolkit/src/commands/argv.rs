@@ -28,6 +28,8 @@
 //!   accepted, so an agent cannot turn later arguments (such as a dry-run
 //!   flag) into positionals. Whether an allowed option takes a value is not
 //!   known here: keep the list to options that are safe with any value.
+//!   A dry-run or apply flag goes before the agent's options, so a last
+//!   option that takes a value cannot take the flag for its value.
 //!
 //! # Values that look like options
 //!
@@ -186,18 +188,24 @@ enum Arg {
 #[derive(Debug)]
 pub(crate) struct Argv(Vec<Arg>);
 
-/// A rendered argv, and where its literal `--` is (extra arguments such as
-/// `--dry-run` go before it).
+/// A rendered argv, where the agent's options begin and where its literal
+/// `--` is (extra arguments such as `--dry-run` go before both).
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct Rendered {
     pub(crate) args: Vec<String>,
+    pub(crate) agent_options: Option<usize>,
     pub(crate) end_of_options: Option<usize>,
 }
 
 impl Rendered {
-    /// Inserts `extra` before the literal `--`, or at the end.
+    /// Inserts `extra` before the agent's options (an agent's `--out` at
+    /// their end would otherwise take `--dry-run` as its value), else before
+    /// the literal `--`, else at the end.
     pub(crate) fn insert_options(&mut self, extra: &[String]) {
-        let at = self.end_of_options.unwrap_or(self.args.len());
+        let at = self
+            .agent_options
+            .or(self.end_of_options)
+            .unwrap_or(self.args.len());
         self.args.splice(at..at, extra.iter().cloned());
         if let Some(eoo) = &mut self.end_of_options {
             *eoo += extra.len();
@@ -232,6 +240,7 @@ impl Argv {
     /// Renders the template from validated parameters.
     pub(crate) fn render(&self, params: &JsonObject) -> Result<Rendered, ToolError> {
         let mut out: Vec<String> = Vec::new();
+        let mut agent_options = None;
         let mut end_of_options = None;
         for arg in &self.0 {
             let exempt = end_of_options.is_some();
@@ -261,7 +270,8 @@ impl Argv {
                     }
                 }
                 Arg::Options { param, allow } => {
-                    out.extend(agent_options(param, allow, params.get(param))?);
+                    agent_options.get_or_insert(out.len());
+                    out.extend(checked_options(param, allow, params.get(param))?);
                 }
             }
         }
@@ -274,6 +284,7 @@ impl Argv {
         }
         Ok(Rendered {
             args: out,
+            agent_options,
             end_of_options,
         })
     }
@@ -543,7 +554,7 @@ fn each_items(
     }
 }
 
-fn agent_options(
+fn checked_options(
     param: &str,
     allow: &BTreeSet<String>,
     value: Option<&Value>,
@@ -731,6 +742,27 @@ mod tests {
         rendered.insert_options(&["--dry-run".into()]);
         assert_eq!(rendered.args, ["rm", "--dry-run", "--", "-rf"]);
         assert_eq!(rendered.end_of_options, Some(2));
+    }
+
+    #[test]
+    fn a_dry_run_flag_goes_before_the_agents_options() {
+        // `--out` may take a value: after it, `--dry-run` would be that
+        // value and the command would run for real.
+        let t = r#"["make", "{name}", { options = "flags", allow = ["--out"] }, "--", "{path}"]"#;
+        let mut rendered = argv(t)
+            .unwrap()
+            .render(
+                json!({"name": "b.txt", "flags": ["--out"], "path": "p"})
+                    .as_object()
+                    .unwrap(),
+            )
+            .unwrap();
+        rendered.insert_options(&["--dry-run".into()]);
+        assert_eq!(
+            rendered.args,
+            ["make", "b.txt", "--dry-run", "--out", "--", "p"]
+        );
+        assert_eq!(rendered.end_of_options, Some(4));
     }
 
     #[test]
