@@ -59,6 +59,7 @@ fn stdio_session(data: &[u8]) -> Vec<u8> {
                 input,
                 stdout,
                 CancellationToken::new(),
+                CancellationToken::new(),
             );
             tokio::time::timeout(SESSION_DEADLINE, session)
                 .await

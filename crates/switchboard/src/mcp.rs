@@ -162,6 +162,49 @@ impl McpServer {
             })
     }
 
+    /// `call_tool` for `context`'s token and progress token.
+    async fn call_tool_for(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let arguments = request.arguments.unwrap_or_default();
+        let grant = self.grant(&context);
+        let same_grant = match (&grant, &self.caller.grant) {
+            (None, None) => true,
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        };
+        // A token of a type MCP does not allow reads as none: no progress.
+        let progress = context.meta.get_progress_token();
+        if progress.is_none() && same_grant {
+            return self.call(&request.name, arguments).await.map(Into::into);
+        }
+        let mut caller = (*self.caller).clone().with_grant(grant);
+        let Some(token) = progress else {
+            return self
+                .call_as(&caller, &request.name, arguments)
+                .await
+                .map(Into::into);
+        };
+        let peer = context.peer.clone();
+        caller.progress = Some(Progress::new(move |progress, message| {
+            let mut param = ProgressNotificationParam::new(token.clone(), progress);
+            if let Some(message) = message {
+                param = param.with_message(message);
+            }
+            let peer = peer.clone();
+            tokio::spawn(async move {
+                if let Err(e) = peer.notify_progress(param).await {
+                    tracing::debug!(error = %e, "a progress notification was not delivered");
+                }
+            });
+        }));
+        self.call_as(&caller, &request.name, arguments)
+            .await
+            .map(Into::into)
+    }
+
     pub fn registry(&self) -> &Registry {
         &self.registry
     }
@@ -221,41 +264,13 @@ impl ServerHandler for McpServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let arguments = request.arguments.unwrap_or_default();
-        let grant = self.grant(&context);
-        let same_grant = match (&grant, &self.caller.grant) {
-            (None, None) => true,
-            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
-            _ => false,
-        };
-        // A token of a type MCP does not allow reads as none: no progress.
-        let progress = context.meta.get_progress_token();
-        if progress.is_none() && same_grant {
-            return self.call(&request.name, arguments).await.map(Into::into);
-        }
-        let mut caller = (*self.caller).clone().with_grant(grant);
-        let Some(token) = progress else {
-            return self
-                .call_as(&caller, &request.name, arguments)
-                .await
-                .map(Into::into);
-        };
-        let peer = context.peer.clone();
-        caller.progress = Some(Progress::new(move |progress, message| {
-            let mut param = ProgressNotificationParam::new(token.clone(), progress);
-            if let Some(message) = message {
-                param = param.with_message(message);
-            }
-            let peer = peer.clone();
-            tokio::spawn(async move {
-                if let Err(e) = peer.notify_progress(param).await {
-                    tracing::debug!(error = %e, "a progress notification was not delivered");
-                }
-            });
-        }));
-        self.call_as(&caller, &request.name, arguments)
+        // A call the client cancels (or whose session ends) is dropped, and
+        // what it started stops with it (a command's process group).
+        let cancelled = context.ct.clone();
+        cancelled
+            .run_until_cancelled(self.call_tool_for(request, context))
             .await
-            .map(Into::into)
+            .unwrap_or_else(|| Err(ErrorData::internal_error("the call was cancelled", None)))
     }
 
     async fn on_custom_notification(

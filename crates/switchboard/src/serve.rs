@@ -253,11 +253,11 @@ async fn serve(
                 switchboard_shim::stdio::stdin(),
                 switchboard_shim::stdio::stdout(),
                 stop,
+                // The one stdio client is gone: the whole process is done,
+                // in the same order as for a signal.
+                requested,
             )
             .await;
-            // The one stdio client is gone: the whole process is done, in
-            // the same order as for a signal.
-            requested.cancel();
         });
     }
 

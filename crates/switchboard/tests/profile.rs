@@ -351,6 +351,122 @@ async fn a_hung_cli_is_killed_with_its_process_group() {
     );
 }
 
+impl Setup {
+    /// The pid of the grandchild the fake `imq log` starts, once it has.
+    async fn grandchild(&self) -> i32 {
+        let file = self.bin().join("grandchild.pid");
+        for _ in 0..200 {
+            if let Some(pid) = std::fs::read_to_string(&file)
+                .ok()
+                .and_then(|s| s.trim().parse().ok())
+            {
+                return pid;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("imq log never started its grandchild");
+    }
+}
+
+/// A call the client cancels stops its command at once, not at its
+/// timeout: on the direct stdio path (2025-11-25) and through rmcp's
+/// request lifecycle (2026-07-28).
+#[tokio::test]
+async fn a_cancelled_cli_call_stops_its_command() {
+    for version in [ProtocolVersion::V_2025_11_25, ProtocolVersion::V_2026_07_28] {
+        let setup = Setup::new("[commands]\ntimeout_s = 120\n").await;
+        let path = format!("{}:/usr/bin:/bin", setup.bin().display());
+        let config = setup.config_path();
+        let client = stdio_client_with(
+            &["--profile", "imqueue", "--config", config.to_str().unwrap()],
+            &[("PATH", path.as_str())],
+            version.clone(),
+        )
+        .await;
+        let request = rmcp::model::ClientRequest::CallToolRequest(
+            rmcp::model::CallToolRequest::new(rmcp::model::CallToolRequestParams::new("logs")),
+        );
+        let handle = client
+            .peer()
+            .send_cancellable_request(request, rmcp::service::PeerRequestOptions::no_options())
+            .await
+            .unwrap();
+        let pid = setup.grandchild().await;
+        handle.cancel(None).await.unwrap();
+        assert!(
+            wait_gone(pid, Duration::from_secs(5)),
+            "{version:?}: the cancelled call's grandchild {pid} was left running"
+        );
+        // The session goes on.
+        let status = call(&client, "cli_status", json!({})).await;
+        assert!(!is_error(&status), "{}", text(&status));
+    }
+}
+
+/// A stdio client that leaves while a command runs: switchboard waits a
+/// while for the call (a client that piped its requests in gets the
+/// replies), then stops the command and exits, rather than staying until
+/// the command's own timeout. The call is sent once `initialize` is
+/// answered (switchboard's direct path) and piped in with it (rmcp's).
+#[tokio::test]
+async fn a_client_that_leaves_does_not_keep_its_command_running() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    for piped in [false, true] {
+        let setup = Setup::new("[commands]\ntimeout_s = 600\n").await;
+        let path = format!("{}:/usr/bin:/bin", setup.bin().display());
+        let config = setup.config_path();
+        let mut child = command(&[
+            "--stdio",
+            "--profile",
+            "imqueue",
+            "--config",
+            config.to_str().unwrap(),
+        ])
+        .env("PATH", &path)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let mut stdout = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+        stdin
+            .write_all(format!("{initialize}\n").as_bytes())
+            .await
+            .unwrap();
+        if !piped {
+            stdout
+                .next_line()
+                .await
+                .unwrap()
+                .expect("the initialize reply");
+        }
+        let rest = [
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+            json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "logs", "arguments": {}}}),
+        ];
+        for line in rest {
+            stdin
+                .write_all(format!("{line}\n").as_bytes())
+                .await
+                .unwrap();
+        }
+        stdin.flush().await.unwrap();
+        let pid = setup.grandchild().await;
+        drop(stdin);
+        let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
+            .await
+            .unwrap_or_else(|_| panic!("piped {piped}: switchboard stayed after its client left"))
+            .unwrap();
+        assert!(status.success(), "piped {piped}: {status}");
+        assert!(
+            wait_gone(pid, Duration::from_secs(5)),
+            "piped {piped}: the command's grandchild {pid} outlived switchboard"
+        );
+    }
+}
+
 #[tokio::test]
 async fn the_profile_prompt_renders_and_refuses_bad_arguments() {
     let setup = Setup::new("").await;

@@ -19,7 +19,7 @@
 //! notifications go out once the `initialize` reply has.
 
 use std::{
-    collections::HashSet,
+    collections::{HashMap, hash_map::Entry},
     sync::{
         Arc, Mutex,
         atomic::{AtomicBool, Ordering},
@@ -51,12 +51,18 @@ const NOTIFICATION_QUEUE: usize = 256;
 /// Serves `server` on the given byte streams until the client closes its
 /// end, the writer fails, or `shutdown` fires. `identity` is the agent's
 /// configured name (`--nick`), if any.
+///
+/// When the client's end closes, `client_left` fires, and calls still
+/// running go on until they are done (a client that piped its requests in
+/// still gets the replies) or `shutdown` fires: then they are dropped, as a
+/// cancelled call is, and what they started stops.
 pub async fn serve<R, W>(
     server: McpServer,
     identity: Option<String>,
     input: R,
     output: W,
     shutdown: CancellationToken,
+    client_left: CancellationToken,
 ) where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
@@ -75,7 +81,13 @@ pub async fn serve<R, W>(
     let state = Arc::new(Shared::default());
 
     let writer = tokio::spawn(write_lines(output, line_rx, out_rx, note_rx, state.clone()));
-    let reader = tokio::spawn(read_lines(input, in_tx, line_tx, server.clone(), state));
+    let reader = tokio::spawn(read_lines(
+        input,
+        in_tx,
+        line_tx,
+        server.clone(),
+        state.clone(),
+    ));
 
     serve_channels(
         server,
@@ -86,8 +98,16 @@ pub async fn serve<R, W>(
     .await;
     client.close();
     reader.abort();
+    client_left.cancel();
     // The writer ends once rmcp and every direct call have sent their replies.
-    let _ = writer.await;
+    tokio::pin!(writer);
+    tokio::select! {
+        _ = &mut writer => {}
+        () = shutdown.cancelled() => {
+            state.stop_calls.cancel();
+            let _ = writer.await;
+        }
+    }
 }
 
 /// What the reader and writer share about the session.
@@ -98,9 +118,12 @@ struct Shared {
     /// Set when the reply to `initialize` went out with a protocol version
     /// older than 2026-07-28: from then on `tools/call` may skip rmcp.
     direct_calls: AtomicBool,
-    /// Ids of the direct calls in flight. A call the client cancels is
-    /// dropped from here, and its reply is not sent, as rmcp would do.
-    in_flight: Mutex<HashSet<RequestId>>,
+    /// The direct calls in flight, by id. A call the client cancels is
+    /// dropped from here and stopped, and its reply is not sent, as rmcp
+    /// would do.
+    in_flight: Mutex<HashMap<RequestId, CancellationToken>>,
+    /// Stops every direct call (each call's token is a child of this one).
+    stop_calls: CancellationToken,
 }
 
 impl Shared {
@@ -116,7 +139,7 @@ impl Shared {
         }
     }
 
-    fn in_flight(&self) -> std::sync::MutexGuard<'_, HashSet<RequestId>> {
+    fn in_flight(&self) -> std::sync::MutexGuard<'_, HashMap<RequestId, CancellationToken>> {
         self.in_flight.lock().expect("in-flight lock")
     }
 }
@@ -136,14 +159,19 @@ fn start_direct_call(
         return false;
     };
     let id = call.id.clone();
-    if !session.in_flight().insert(id.clone()) {
+    let stop = session.stop_calls.child_token();
+    match session.in_flight().entry(id.clone()) {
         // A duplicate id in flight: leave the bookkeeping to rmcp.
-        return false;
-    }
+        Entry::Occupied(_) => return false,
+        Entry::Vacant(slot) => slot.insert(stop.clone()),
+    };
     let (server, session, replies) = (server.clone(), session.clone(), replies.clone());
     tokio::spawn(async move {
-        let reply = call.run(&server).await;
-        let cancelled = !session.in_flight().remove(&id);
+        // Dropping the call stops what it started (a command's process group).
+        let Some(reply) = stop.run_until_cancelled(call.run(&server)).await else {
+            return;
+        };
+        let cancelled = session.in_flight().remove(&id).is_none();
         if !cancelled && !reply.is_empty() {
             let _ = replies.send(reply).await;
         }
@@ -179,8 +207,9 @@ async fn read_lines<R: AsyncRead + Unpin>(
                         if let JsonRpcMessage::Notification(n) = &message
                             && let ClientNotification::CancelledNotification(c) = &n.notification
                             && let Some(id) = &c.params.request_id
+                            && let Some(call) = session.in_flight().remove(id)
                         {
-                            session.in_flight().remove(id);
+                            call.cancel();
                         }
                         if messages.send(message).await.is_err() {
                             break;
@@ -321,6 +350,7 @@ mod tests {
             None,
             server_in,
             server_out,
+            CancellationToken::new(),
             CancellationToken::new(),
         ));
         let mut replies = BufReader::new(client_out).lines();
