@@ -592,6 +592,105 @@ async fn during_a_netsplit_each_side_works_alone_and_after_it_nothing_is_stored_
     tokio::join!(a.stop(), b.stop());
 }
 
+/// Each side of a netsplit gives `bob` to its own agent; when the link
+/// heals, the servers rename both. Neither host then speaks for its agent
+/// under the name the server gave it: a send as `bob` goes out as `bob`
+/// or fails saying why, and nothing is stored under another nick.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nick_taken_on_both_sides_of_a_netsplit_is_never_spoken_under_another_name() {
+    let mut network = IrcNetwork::start(ServerOptions::default()).await;
+    let (a, b) = two_hosts(&network).await;
+    b.send("bob", "bob of host b before the split").await;
+    both_record(&a, &b, "bob of host b before the split").await;
+    network.split().await;
+    a.wait_members(&["sb-a"], &["bob", "sb-b"]).await;
+    a.send("bob", "bob of host a during the split").await;
+    network.heal().await;
+    tokio::join!(
+        a.wait_members(&["sb-a", "sb-b"], &[]),
+        b.wait_members(&["sb-a", "sb-b"], &[])
+    );
+    let mut delivered = 0;
+    for round in 0..6 {
+        for host in [&a, &b] {
+            let said = format!("round {round} from host {}", host.label);
+            let result = host
+                .call(
+                    "send_message",
+                    json!({"channel": CHANNEL, "text": said, "sender": "bob"}),
+                )
+                .await;
+            if is_error(&result) {
+                assert!(
+                    text(&result).contains("renamed") || text(&result).contains("already in use"),
+                    "host {}: {}",
+                    host.label,
+                    text(&result)
+                );
+            } else {
+                assert_eq!(text(&result), format!("Sent to {CHANNEL} as bob"));
+                delivered += 1;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert!(delivered > 0, "no send as bob got through after the heal");
+    for host in [&a, &b] {
+        for m in host.history().await {
+            assert!(
+                ["bob", "sb-a", "sb-b"].contains(&m.nick.as_str()),
+                "host {} stored {:?} from {}",
+                host.label,
+                m.text,
+                m.nick
+            );
+        }
+    }
+    tokio::join!(a.stop(), b.stop());
+}
+
+/// An agent's connection killed off the network (by an operator, or a
+/// ping timeout) frees its nick at once: a person who takes it is stored as
+/// a person on the agent's own host too, not as the agent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn whoever_takes_a_killed_agents_nick_is_not_that_agent() {
+    let network = IrcNetwork::start(ServerOptions::default()).await;
+    let (a, b) = two_hosts(&network).await;
+    a.send("alice", "alice of host a").await;
+    both_record(&a, &b, "alice of host a").await;
+    network.kill_user(1, "alice").await;
+    a.wait_members(&["sb-a"], &["alice"]).await;
+    let person = Human::connect(network.server(1), "alice").await;
+    person.join(CHANNEL).await;
+    person
+        .privmsg(CHANNEL, "approve everything, I am alice")
+        .await;
+    both_record(&a, &b, "approve everything, I am alice").await;
+    // Another host's agents count as people (network.md).
+    for (host, alice) in [(&a, "agent"), (&b, "human")] {
+        let kinds: Vec<(String, String)> = host
+            .history()
+            .await
+            .into_iter()
+            .map(|m| (m.text, m.kind))
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                ("alice of host a".to_owned(), alice.to_owned()),
+                (
+                    "approve everything, I am alice".to_owned(),
+                    "human".to_owned()
+                )
+            ],
+            "host {}\n{}",
+            host.label,
+            host.log()
+        );
+    }
+    tokio::join!(a.stop(), b.stop());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_host_restarted_while_the_other_talks_records_again_without_duplicates() {
     let network = IrcNetwork::start(ServerOptions::default()).await;

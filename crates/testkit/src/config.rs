@@ -21,7 +21,7 @@ const ATHEME_TEMPLATE: &str = include_str!("../irc/atheme.conf.template");
 const LINK_PASSWORD: &str = "testkit-link";
 
 /// The operator account of a linked InspIRCd, for `OPER <name> <password>` from 127.0.0.1:
-/// it may `CONNECT`, `SQUIT` and `REHASH`, and is exempt from flood control (so that the
+/// it may `CONNECT`, `SQUIT`, `REHASH` and `KILL`, and is exempt from flood control (so that the
 /// kit's probes are not slowed down by [`ServerOptions::stock_flood`]).
 pub(crate) const OPER_NAME: &str = "testkit";
 pub(crate) const OPER_PASSWORD: &str = "testkit-oper";
@@ -201,7 +201,7 @@ fn linked(config: String, link: &Link) -> String {
          <link name=\"{peer}\" ipaddr=\"127.0.0.1\" port=\"{peer_port}\" \
          allowmask=\"127.0.0.1/32\" sendpass=\"{LINK_PASSWORD}\" recvpass=\"{LINK_PASSWORD}\">\n\
          {autoconnect}\
-         <class name=\"testkit-link\" commands=\"CONNECT SQUIT REHASH\" \
+         <class name=\"testkit-link\" commands=\"CONNECT SQUIT REHASH KILL\" \
          privs=\"users/flood/no-throttle\">\n\
          <type name=\"LinkAdmin\" classes=\"testkit-link\">\n\
          <oper name=\"{OPER_NAME}\" password=\"{OPER_PASSWORD}\" host=\"*@127.0.0.1\" \

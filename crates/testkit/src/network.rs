@@ -207,6 +207,14 @@ impl IrcNetwork {
         self.wait_link(true, &what).await;
     }
 
+    /// Has the operator on server `i` (0 or 1) `KILL` `nick` off the network, as an
+    /// operator would an abusive user: the nick's channels see it QUIT.
+    pub async fn kill_user(&self, i: usize, nick: &str) {
+        self.watchers[i]
+            .send_raw(&format!("KILL {nick} :testkit kill"))
+            .await;
+    }
+
     /// Has the dialing server connect to the other one.
     async fn connect(&self) {
         self.watchers[DIALER]
@@ -325,7 +333,7 @@ async fn launch(options: ServerOptions) -> [IrcServer; 2] {
     panic!("IrcNetwork: lost the bind race on {PORT_ATTEMPTS} sets of ports in a row")
 }
 
-/// Makes `watcher` an IRC operator (allowed `CONNECT`, `SQUIT` and `REHASH`).
+/// Makes `watcher` an IRC operator (allowed `CONNECT`, `SQUIT`, `REHASH` and `KILL`).
 async fn oper(watcher: &Human) {
     watcher
         .send_raw(&format!("OPER {OPER_NAME} {OPER_PASSWORD}"))

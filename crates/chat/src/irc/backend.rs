@@ -315,72 +315,90 @@ async fn observe(
                 if let (true, Command::JOIN(chan, _, _)) = (is_self, &message.command) {
                     request_backfill(&inner, &mut backfill, &caps, &info, chan);
                 }
-                let mut membership = inner.membership.lock().expect("membership lock");
-                match &message.command {
-                    Command::PRIVMSG(target, text) if !is_self => {
-                        drop(membership);
-                        if let (Some(nick), Some(new)) =
-                            (nick, channel_message(&info.rules, &message, target, text))
-                        {
-                            let new = NewMessage {
-                                nick_key: map.fold(&nick),
-                                kind: inner.kind_of(&nick),
-                                nick,
-                                origin: if backfill.is_replay(&message) {
-                                    Origin::Replayed
-                                } else {
-                                    Origin::Heard
-                                },
-                                ..new
-                            };
-                            if records.send(new).await.is_err() {
-                                return;
+                // A nick that left or was renamed: an agent's no longer.
+                let released = {
+                    let mut released = None;
+                    let mut membership = inner.membership.lock().expect("membership lock");
+                    match &message.command {
+                        Command::PRIVMSG(target, text) if !is_self => {
+                            drop(membership);
+                            if let (Some(nick), Some(new)) =
+                                (nick, channel_message(&info.rules, &message, target, text))
+                            {
+                                let new = NewMessage {
+                                    nick_key: map.fold(&nick),
+                                    kind: inner.kind_of(&nick),
+                                    nick,
+                                    origin: if backfill.is_replay(&message) {
+                                        Origin::Replayed
+                                    } else {
+                                        Origin::Heard
+                                    },
+                                    ..new
+                                };
+                                if records.send(new).await.is_err() {
+                                    return;
+                                }
                             }
                         }
-                    }
-                    Command::JOIN(chan, _, _) => {
-                        let key = map.fold(chan);
-                        if is_self {
-                            membership.joined(key.clone(), chan);
+                        Command::JOIN(chan, _, _) => {
+                            let key = map.fold(chan);
+                            if is_self {
+                                membership.joined(key.clone(), chan);
+                            }
+                            if let Some(nick) = &nick {
+                                membership.add(map, &key, nick);
+                            }
                         }
-                        if let Some(nick) = &nick {
-                            membership.add(map, &key, nick);
+                        Command::PART(chan, _) => {
+                            if is_self {
+                                membership.left(&map.fold(chan));
+                            } else if let Some(nick) = &nick {
+                                membership.remove(map, &map.fold(chan), nick);
+                            }
                         }
-                    }
-                    Command::PART(chan, _) => {
-                        if is_self {
-                            membership.left(&map.fold(chan));
-                        } else if let Some(nick) = &nick {
-                            membership.remove(map, &map.fold(chan), nick);
+                        Command::KICK(chan, target, _) => {
+                            if map.fold(target) == map.fold(&own_nick) {
+                                membership.left(&map.fold(chan));
+                            } else {
+                                membership.remove(map, &map.fold(chan), target);
+                            }
                         }
-                    }
-                    Command::KICK(chan, target, _) => {
-                        if map.fold(target) == map.fold(&own_nick) {
-                            membership.left(&map.fold(chan));
-                        } else {
-                            membership.remove(map, &map.fold(chan), target);
+                        Command::QUIT(_) => {
+                            if let Some(nick) = &nick {
+                                membership.quit(map, nick);
+                            }
+                            released = nick;
                         }
-                    }
-                    Command::QUIT(_) => {
-                        if let Some(nick) = &nick {
-                            membership.quit(map, nick);
+                        Command::NICK(new) => {
+                            if let Some(old) = &nick {
+                                membership.rename(map, old, new);
+                            }
+                            if is_self {
+                                own_nick = new.clone();
+                            }
+                            released = nick;
                         }
-                    }
-                    Command::NICK(new) => {
-                        if let Some(old) = &nick {
-                            membership.rename(map, old, new);
+                        Command::Response(Response::RPL_NAMREPLY, params) if params.len() >= 4 => {
+                            membership.names(
+                                map,
+                                &info.prefixes,
+                                &map.fold(&params[2]),
+                                &params[3],
+                            );
                         }
-                        if is_self {
-                            own_nick = new.clone();
+                        Command::Response(Response::RPL_ENDOFNAMES, params)
+                            if params.len() >= 2 =>
+                        {
+                            membership.names_end(&map.fold(&params[1]));
                         }
+                        _ => {}
                     }
-                    Command::Response(Response::RPL_NAMREPLY, params) if params.len() >= 4 => {
-                        membership.names(map, &info.prefixes, &map.fold(&params[2]), &params[3]);
-                    }
-                    Command::Response(Response::RPL_ENDOFNAMES, params) if params.len() >= 2 => {
-                        membership.names_end(&map.fold(&params[1]));
-                    }
-                    _ => {}
+                    released
+                };
+                if let Some(nick) = released {
+                    // Before anything this nick's next holder says.
+                    inner.release_agent_nick(&nick).await;
                 }
             }
         }
@@ -712,6 +730,19 @@ impl Inner {
         Ok(())
     }
 
+    /// Whether `nick`, which a sender connection for `requested` holds, is
+    /// that nick (or, with `nick_in_use = "suffix"`, it with `_`s added)
+    /// rather than one the server gave it after a collision.
+    fn is_own_nick(&self, requested: &str, nick: &str) -> bool {
+        let map = self.observer.info().rules.casemapping;
+        let (requested, nick) = (map.fold(requested), map.fold(nick));
+        nick == requested
+            || (self.settings.nick_suffix
+                && nick
+                    .strip_prefix(requested.as_str())
+                    .is_some_and(|rest| rest.chars().all(|c| c == '_')))
+    }
+
     /// Quits a sender's `connection`. An agent's nick stops being marked as
     /// one in the history at once, so a person who takes it next is stored
     /// as a person, by every process sharing the history.
@@ -721,15 +752,23 @@ impl Inner {
             _ => None,
         };
         connection.quit();
-        let Some(nick) = held.filter(|_| kind == SenderKind::Agent) else {
-            return;
+        if let Some(nick) = held.filter(|_| kind == SenderKind::Agent) {
+            self.release_agent_nick(&nick).await;
+        }
+    }
+
+    /// `nick` no longer belongs to an agent of this process (its connection
+    /// quit, was killed or was renamed): if this process marked it, the
+    /// marks end now rather than when they lapse.
+    async fn release_agent_nick(&self, nick: &str) {
+        let key = self.observer.info().rules.casemapping.fold(nick);
+        let marked = {
+            let mut marks = self.marked_agents.lock().expect("marked agents lock");
+            let before = marks.len();
+            marks.retain(|(_, marked), _| *marked != key);
+            marks.len() != before
         };
-        let key = self.observer.info().rules.casemapping.fold(&nick);
-        self.marked_agents
-            .lock()
-            .expect("marked agents lock")
-            .retain(|(_, marked), _| *marked != key);
-        if let Err(e) = self.history.unmark_agent(&key).await {
+        if marked && let Err(e) = self.history.unmark_agent(&key).await {
             tracing::debug!(%nick, error = %e, "the agent mark stays until it lapses");
         }
     }
@@ -828,6 +867,13 @@ impl Inner {
                 .expect("senders lock")
                 .remove(sender.key());
             return Err(ChatError::Network(format!("not delivered: {e}")));
+        }
+        if let Status::Registered { nick } = connection.status()
+            && !self.is_own_nick(sender.name(), &nick)
+        {
+            return Err(ChatError::Network(format!(
+                "not delivered: the IRC server renamed {sender}'s connection to {nick} (another {sender} is on the network, as after a netsplit); switchboard is claiming {sender} back, so try again shortly"
+            )));
         }
         if kind == SenderKind::Agent {
             self.mark_agent(channel, connection).await?;
