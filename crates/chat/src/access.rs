@@ -11,7 +11,10 @@ use std::sync::Arc;
 use serde_json::json;
 use switchboard_toolset::{Grant, Rules, ToolError, glob_match};
 
-use crate::names::{Channel, NameRules, Nick};
+use crate::{
+    names::{Channel, NameRules, Nick},
+    tools::TOOLSET,
+};
 
 /// A caller's view of its grant; no grant allows everything. The rules are
 /// read at each question, so a long-lived holder (a stream) follows a
@@ -48,6 +51,24 @@ impl Access {
     /// Whether the token's holder is a person.
     pub fn human(&self) -> bool {
         self.rules().is_some_and(|(_, r)| r.human)
+    }
+
+    /// Whether the token is an agent's (not `human`): what it says is an
+    /// agent's wherever it says it, the web view too.
+    pub fn agent(&self) -> bool {
+        self.rules().is_some_and(|(_, r)| !r.human)
+    }
+
+    /// Refuses a token that may not use the chat tools: the web view is
+    /// chat too, so such a token may not use it either.
+    pub fn chat(&self) -> Result<(), ToolError> {
+        match &self.grant {
+            Some(grant) if !grant.may_use(TOOLSET) => Err(ToolError::new(format!(
+                "the token {:?} may not use the {TOOLSET} tools (nor the web view); add \"{TOOLSET}\" to its tools in [[http.tokens]]",
+                grant.name()
+            ))),
+            _ => Ok(()),
+        }
     }
 
     /// Refuses `nick` unless the token may speak as it (or read its inbox).
@@ -106,13 +127,23 @@ impl Access {
             .is_some_and(|(_, r)| !r.channels.iter().any(|c| c == "*"))
     }
 
-    /// Takes one send from the token's budget, or refuses saying when to
-    /// retry (`retry_after`, in seconds, for programs).
-    pub fn send(&self) -> Result<(), ToolError> {
+    /// Takes `messages` sends (one a line of the text) from the token's
+    /// budget, or refuses saying when to retry (`retry_after`, in seconds,
+    /// for programs).
+    pub fn send(&self, messages: usize) -> Result<(), ToolError> {
         let Some((grant, rules)) = self.rules() else {
             return Ok(());
         };
-        grant.take_send().map_err(|wait| {
+        if let Some(limit) = rules.sends_per_minute
+            && messages > limit as usize
+        {
+            return Err(ToolError::new(format!(
+                "the token {:?} may send {limit} messages a minute, and this text makes {messages} (one a line); send fewer lines at a time",
+                grant.name()
+            )));
+        }
+        let messages = u32::try_from(messages).unwrap_or(u32::MAX);
+        grant.take_sends(messages).map_err(|wait| {
             let seconds = wait.as_secs_f64().ceil().max(1.0) as u64;
             tracing::warn!(
                 token = grant.name(),
@@ -181,7 +212,7 @@ mod tests {
         let a = Access::new(None, names.clone());
         assert!(a.nick(&names.nick("anyone").unwrap()).is_ok());
         assert!(a.allows("#anything") && !a.restricts_channels());
-        assert!(a.send().is_ok());
+        assert!(a.send(1).is_ok());
     }
 
     #[test]
@@ -190,8 +221,8 @@ mod tests {
             sends_per_minute: Some(1),
             ..Rules::unrestricted()
         });
-        assert!(a.send().is_ok());
-        let refused = a.send().unwrap_err();
+        assert!(a.send(1).is_ok());
+        let refused = a.send(1).unwrap_err();
         assert!(refused.message().contains("retry in"), "{refused}");
         let result = switchboard_toolset::into_call_result(Err(refused));
         let retry = result.structured_content.unwrap()["retry_after"]

@@ -177,7 +177,20 @@ async fn a_token_speaks_as_its_nicks_in_its_channels_with_its_tools() {
     let ops = call(&admin, "read_messages", json!({"channel": "#ops"})).await;
     assert_eq!(texts(&ops), ["secret plans"]);
 
-    // Sends a minute: refusals cost nothing, so alice has two more sends.
+    // Sends a minute count messages, one a line: a text of more lines than
+    // the token may send in a minute is refused, and costs nothing.
+    let long = call(
+        &alice,
+        "send_message",
+        json!({"channel": "#team-a", "text": "1\n2\n3\n4"}),
+    )
+    .await;
+    assert!(
+        is_error(&long) && text(&long).contains("this text makes 4 (one a line); send fewer lines"),
+        "{}",
+        text(&long)
+    );
+    // Refusals cost nothing, so alice has two more sends.
     for more in ["two", "three"] {
         let sent = call(
             &alice,
@@ -369,6 +382,71 @@ async fn the_web_view_follows_the_token_of_its_cookie() {
     assert_eq!(sent.status(), StatusCode::OK);
     let team = call(&admin, "read_messages", json!({"channel": "#team-x"})).await;
     assert_eq!(texts(&team), ["hi", "for alice"]);
+    // alice's token is an agent's: posting through the page does not make
+    // her a person (who could answer approvals).
+    let kinds: Vec<&str> = team.structured_content.as_ref().unwrap()["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["agent", "agent"]);
+    // Her sends a minute hold on the page too, a message a line.
+    let over = post(json!({"channel": "#team-x", "text": "a\nb\nc", "nick": "alice"}))
+        .await
+        .unwrap();
+    assert_eq!(over.status(), StatusCode::TOO_MANY_REQUESTS);
+    let long = post(json!({"channel": "#team-x", "text": "a\nb\nc\nd", "nick": "alice"}))
+        .await
+        .unwrap();
+    assert_eq!(long.status(), StatusCode::BAD_REQUEST);
+}
+
+/// A token without the chat tools may not use the web view, which is chat:
+/// not read, post nor stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_without_chat_tools_may_not_use_the_web_view() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = format!(
+        "{TOKENS}\n[[http.tokens]]\nname = \"carol\"\nsecret_file = \"carol.token\"\ntools = [\"catalog\"]\n"
+    );
+    let server = start(dir.path(), &tokens).await;
+    let admin = http_client_as(&server.url("/mcp"), ADMIN).await;
+    send(&admin, "#general", "root", "private").await;
+    let http = reqwest::Client::new();
+    for path in [
+        "/api/session",
+        "/api/channels",
+        "/api/messages?channel=%23general",
+        "/api/stream?since=0",
+    ] {
+        let refused = http
+            .get(server.url(path))
+            .bearer_auth("carol-secret-0123456789")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(refused.status(), StatusCode::FORBIDDEN, "{path}");
+        let body: Value = refused.json().await.unwrap();
+        assert!(
+            body["error"]
+                .as_str()
+                .unwrap()
+                .contains("may not use the chat tools"),
+            "{path}: {body}"
+        );
+    }
+    let posted = http
+        .post(server.url("/api/send"))
+        .bearer_auth("carol-secret-0123456789")
+        .header(header::ORIGIN, server.url(""))
+        .json(&json!({"channel": "#general", "text": "hi", "nick": "carol"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(posted.status(), StatusCode::FORBIDDEN);
+    let general = call(&admin, "read_messages", json!({"channel": "#general"})).await;
+    assert_eq!(texts(&general), ["private"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

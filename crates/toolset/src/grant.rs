@@ -71,9 +71,9 @@ impl Grant {
     /// use switchboard_toolset::{Grant, Rules};
     ///
     /// let grant = Grant::new("alice", Rules { sends_per_minute: Some(2), ..Rules::unrestricted() });
-    /// assert!(grant.take_send().is_ok());
-    /// assert!(grant.take_send().is_ok());
-    /// let wait = grant.take_send().unwrap_err();
+    /// assert!(grant.take_sends(1).is_ok());
+    /// assert!(grant.take_sends(1).is_ok());
+    /// let wait = grant.take_sends(1).unwrap_err();
     /// assert!(wait.as_secs() >= 29);
     /// ```
     pub fn new(name: impl Into<String>, rules: Rules) -> Self {
@@ -112,12 +112,14 @@ impl Grant {
                 .is_none_or(|sets| sets.iter().any(|s| s == toolset))
     }
 
-    /// Takes one send from the budget, or says how long until there is one.
-    pub fn take_send(&self) -> Result<(), Duration> {
+    /// Takes `messages` sends from the budget, or says how long until there
+    /// are that many (a minute when there never will be: more than the
+    /// budget holds).
+    pub fn take_sends(&self, messages: u32) -> Result<(), Duration> {
         self.sends
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .take(Instant::now())
+            .take(Instant::now(), messages)
     }
 }
 
@@ -156,20 +158,21 @@ impl Bucket {
         self.at = now;
     }
 
-    fn take(&mut self, now: Instant) -> Result<(), Duration> {
+    fn take(&mut self, now: Instant, n: u32) -> Result<(), Duration> {
         let Some(per_minute) = self.per_minute else {
             return Ok(());
         };
         self.refill(now);
-        if self.tokens >= 1.0 {
-            self.tokens -= 1.0;
+        let wanted = f64::from(n);
+        if self.tokens >= wanted {
+            self.tokens -= wanted;
             return Ok(());
         }
-        if per_minute == 0 {
+        if n > per_minute {
             return Err(Duration::from_secs(60));
         }
         let rate = f64::from(per_minute) / 60.0;
-        Err(Duration::from_secs_f64((1.0 - self.tokens) / rate))
+        Err(Duration::from_secs_f64((wanted - self.tokens) / rate))
     }
 }
 
@@ -247,15 +250,15 @@ mod tests {
         let mut bucket = Bucket::new(Some(60));
         bucket.at = start;
         for _ in 0..60 {
-            assert!(bucket.take(start).is_ok());
+            assert!(bucket.take(start, 1).is_ok());
         }
-        let wait = bucket.take(start).unwrap_err();
+        let wait = bucket.take(start, 1).unwrap_err();
         assert!(
             wait <= Duration::from_secs(1) && wait > Duration::ZERO,
             "{wait:?}"
         );
-        assert!(bucket.take(start + Duration::from_secs(1)).is_ok());
-        assert!(bucket.take(start + Duration::from_secs(1)).is_err());
+        assert!(bucket.take(start + Duration::from_secs(1), 1).is_ok());
+        assert!(bucket.take(start + Duration::from_secs(1), 1).is_err());
 
         let grant = Grant::new(
             "a",
@@ -264,16 +267,36 @@ mod tests {
                 ..Rules::unrestricted()
             },
         );
-        assert!(grant.take_send().is_ok());
-        assert!(grant.take_send().is_err());
+        assert!(grant.take_sends(1).is_ok());
+        assert!(grant.take_sends(1).is_err());
         // The same limit again keeps the spent budget; a larger one does not refill it.
         grant.replace(Rules {
             sends_per_minute: Some(1),
             ..Rules::unrestricted()
         });
-        assert!(grant.take_send().is_err());
+        assert!(grant.take_sends(1).is_err());
         grant.replace(Rules::unrestricted());
-        assert!(grant.take_send().is_ok());
+        assert!(grant.take_sends(1).is_ok());
+    }
+
+    #[test]
+    fn a_send_of_several_messages_takes_as_many() {
+        let start = Instant::now();
+        let mut bucket = Bucket::new(Some(6));
+        bucket.at = start;
+        assert!(bucket.take(start, 4).is_ok());
+        // Two left: three more need one more, 10 s at six a minute.
+        let wait = bucket.take(start, 3).unwrap_err();
+        assert!(
+            wait > Duration::from_secs(9) && wait <= Duration::from_secs(10),
+            "{wait:?}"
+        );
+        assert!(bucket.take(start, 2).is_ok());
+        // More than the budget holds never fits.
+        assert_eq!(
+            bucket.take(start + Duration::from_secs(600), 7),
+            Err(Duration::from_secs(60))
+        );
     }
 
     #[test]

@@ -148,6 +148,11 @@ impl ToolError {
     pub fn message(&self) -> &str {
         &self.message
     }
+
+    /// The facts for programs, if any.
+    pub fn structured(&self) -> Option<&serde_json::Value> {
+        self.structured.as_ref()
+    }
 }
 
 /// Converts a tool's outcome into the MCP result shape.

@@ -114,15 +114,18 @@ async fn same_origin(request: Request, next: Next) -> Response {
     }
 }
 
-/// What the request's token allows (everything, without one).
+/// What the request's token allows (everything, without one). A token
+/// that may not use the chat tools may not use the web view: `403`.
 pub struct Allowed(pub Access);
 
 impl FromRequestParts<State> for Allowed {
-    type Rejection = std::convert::Infallible;
+    type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &State) -> Result<Self, Self::Rejection> {
         let grant = parts.extensions.get::<Arc<Grant>>();
-        Ok(Self(Access::new(grant, state.chat.rules())))
+        let access = Access::new(grant, state.chat.rules());
+        access.chat().map_err(forbidden)?;
+        Ok(Self(access))
     }
 }
 
@@ -402,11 +405,17 @@ async fn send(
 ) -> ApiResult {
     let channel = state.channel(&body.channel, &allowed)?;
     let nick = state.nick(&body.nick, "nick", &allowed)?;
-    allowed
-        .0
-        .send()
-        .map_err(|e| ApiError(StatusCode::TOO_MANY_REQUESTS, e.message().to_owned()))?;
-    let delivery = state.chat.say(&channel, &nick, &body.text).await?;
+    let delivery = state
+        .chat
+        .say(&channel, &nick, &body.text, &allowed.0)
+        .await
+        .map_err(|e| match e.structured() {
+            // Over the token's sends a minute.
+            Some(s) if s.get("retry_after").is_some() => {
+                ApiError(StatusCode::TOO_MANY_REQUESTS, e.message().to_owned())
+            }
+            _ => ApiError::bad(e.message()),
+        })?;
     let ids: Vec<i64> = delivery.stored.iter().map(|m| m.id).collect();
     Ok(Json(json!({
         "channel": channel.name(),

@@ -10,6 +10,7 @@ use tokio::sync::broadcast;
 
 use super::{ChatTools, fail};
 use crate::{
+    access::Access,
     approvals::Pending,
     backend::{Delivery, Member},
     history::{Message, SenderKind},
@@ -173,19 +174,30 @@ impl ChatTools {
         channel: &Channel,
         nick: &Nick,
         text: &str,
+        access: &Access,
     ) -> Result<Delivery, ToolError> {
-        self.deliver(channel, nick, SenderKind::Human, text).await
+        // An agent's token is an agent's on the page too: it cannot pass
+        // for a person (to answer an approval, say).
+        let kind = if access.agent() {
+            SenderKind::Agent
+        } else {
+            SenderKind::Human
+        };
+        self.deliver(channel, nick, kind, text, access).await
     }
 
-    /// Sends `text`, then puts the sender in the channel.
+    /// Sends `text` within `access`'s budget (a message a line), then puts
+    /// the sender in the channel.
     pub(super) async fn deliver(
         &self,
         channel: &Channel,
         sender: &Nick,
         kind: SenderKind,
         text: &str,
+        access: &Access,
     ) -> Result<Delivery, ToolError> {
         let lines = message_lines(text, self.settings.max_text_bytes).map_err(fail)?;
+        access.send(lines.len())?;
         let delivery = self
             .backend
             .send(channel, sender, kind, lines)

@@ -194,9 +194,12 @@ struct JoinParams {
     nick: Option<String>,
 }
 
+/// The chat toolset's name, as tokens' `tools` lists name it.
+pub(crate) const TOOLSET: &str = "chat";
+
 impl Toolset for ChatTools {
     fn name(&self) -> &str {
-        "chat"
+        TOOLSET
     }
 
     fn tools(&self) -> &[ToolSpec] {
@@ -471,13 +474,14 @@ impl ChatTools {
             .nick(&sender)
             .map_err(|e| ToolError::new(format!("sender: {e}")))?;
         access.nick(&sender)?;
-        access.send()?;
         let kind = if caller.human || access.human() {
             SenderKind::Human
         } else {
             SenderKind::Agent
         };
-        let delivery = self.deliver(&channel, &sender, kind, &p.text).await?;
+        let delivery = self
+            .deliver(&channel, &sender, kind, &p.text, &access)
+            .await?;
         if let Some(session) = &caller.session {
             session.adopt(sender.name());
         }
