@@ -2140,6 +2140,33 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn after_a_clock_that_ran_ahead_new_messages_take_the_clocks_time() {
+        let rt = runtime();
+        let dir = tempfile::tempdir().unwrap();
+        let location = Location::File(dir.path().join("history.db"));
+        let history = History::open(&location, Durability::Normal).unwrap();
+        rt.block_on(history.append(vec![msg("#a", "ann", "said a day ahead")]))
+            .unwrap();
+        history.close();
+        let day = 86_400_000_000_i64;
+        Connection::open(dir.path().join("history.db"))
+            .unwrap()
+            .execute("UPDATE messages SET ts = ts + ?1", [day])
+            .unwrap();
+        let history = History::open(&location, Durability::Normal).unwrap();
+        let stored = rt
+            .block_on(history.append(vec![msg("#a", "ann", "now"), msg("#a", "ann", "then")]))
+            .unwrap();
+        let now = Utc::now().timestamp_micros();
+        for m in &stored {
+            let ts = m.time.timestamp_micros();
+            assert!((now - ts).abs() < 60_000_000, "{} at {}", m.text, m.time);
+        }
+        assert!(stored[0].time < stored[1].time);
+        history.close();
+    }
+
+    #[test]
     fn a_line_heard_by_two_processes_is_stored_once_and_a_repeated_line_twice() {
         let rt = runtime();
         let (_dir, ours, theirs) = two_processes();

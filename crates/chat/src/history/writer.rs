@@ -60,6 +60,10 @@ pub(super) const INDEX_IDLE: Duration = Duration::from_millis(20);
 /// (a full disk): the wait doubles from [`INDEX_IDLE`] up to this.
 const INDEX_RETRY_MAX: Duration = Duration::from_secs(5);
 
+/// How far back (µs) the clock may step while message times still only
+/// increase; further back, new messages follow the clock (see `stamp`).
+const CLOCK_STEP_BACK: i64 = 1_000_000;
+
 type Reply<T> = oneshot::Sender<Result<T, HistoryError>>;
 
 /// A write for the writer thread; it fills in the result before replying.
@@ -537,8 +541,21 @@ impl Writer {
             .optional()
     }
 
+    /// A time for a message said now: the clock's, kept increasing through
+    /// small steps back. A clock that was ahead (the newest stored time is
+    /// more than [`CLOCK_STEP_BACK`] past now) is followed, or every time
+    /// after it would stay stuck where it was, across restarts too.
     fn stamp(&mut self) -> i64 {
-        self.last_stamp = Utc::now().timestamp_micros().max(self.last_stamp + 1);
+        let now = Utc::now().timestamp_micros();
+        if now < self.last_stamp - CLOCK_STEP_BACK {
+            tracing::warn!(
+                behind_s = (self.last_stamp - now) / 1_000_000,
+                "the system clock is behind the newest message's time (it was ahead, or went back); new messages take the clock's time"
+            );
+            self.last_stamp = now;
+        } else {
+            self.last_stamp = now.max(self.last_stamp + 1);
+        }
         self.last_stamp
     }
 
