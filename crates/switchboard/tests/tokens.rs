@@ -464,6 +464,20 @@ async fn sighup_reloads_the_tokens_in_place_and_refuses_a_broken_config() {
     )
     .await;
     assert!(!is_error(&sent));
+    // A wait of alice's on #team-a, begun before the reload below.
+    let waiting = {
+        let peer = alice.peer().clone();
+        tokio::spawn(async move {
+            let args = json!({"channel": "#team-a", "timeout_s": 20});
+            peer.call_tool(
+                rmcp::model::CallToolRequestParams::new("wait_for_messages")
+                    .with_arguments(args.as_object().cloned().unwrap()),
+            )
+            .await
+            .unwrap()
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
 
     // Alice moves to #ops only; bob is gone; carol arrives.
     config(
@@ -499,6 +513,13 @@ secret_file = "carol.token"
     ));
     let carol = http_client_as(&url, "carol-secret-0123456789").await;
     assert!(!is_error(&call(&carol, "list_channels", json!({})).await));
+    // What is said in #team-a now is not for alice, whose wait began when
+    // it was.
+    let admin = http_client_as(&url, ADMIN).await;
+    send(&admin, "#team-a", "root", "after alice left").await;
+    let woke = waiting.await.unwrap();
+    assert!(is_error(&woke), "{}", text(&woke));
+    assert!(!text(&woke).contains("after alice left"), "{}", text(&woke));
     // Bob's SSE stream is still open, but his token no longer opens anything.
     let status = reqwest::Client::new()
         .post(&sse.endpoint)

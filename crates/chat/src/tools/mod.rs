@@ -713,6 +713,8 @@ impl ChatTools {
             .wait_newer(channel.key(), since, page_size(Some(since), limit), timeout)
             .await
             .map_err(fail)?;
+        // The token may have been revoked or narrowed while the call waited.
+        self.access(caller).channel(&channel)?;
         let more = trim_page(&mut messages, Some(since), limit);
         if let Some(me) = &me {
             match messages.first() {
