@@ -300,6 +300,35 @@ async fn a_destination_in_a_missing_directory_is_refused() {
     assert!(!dir.exists());
 }
 
+/// A backup that does not fit its disk fails saying so, once, naming the
+/// directory to free, and leaves nothing there.
+#[tokio::test]
+async fn a_backup_to_a_full_disk_says_which_disk_and_leaves_nothing() {
+    let data = tempfile::tempdir().unwrap();
+    history(data.path(), 20_000).await;
+    let mount = switchboard_testkit::Tmpfs::mount(1).expect("a tmpfs for the backup");
+    let copy = mount.path.join("copy.db");
+    let out = backup(
+        &[
+            copy.to_str().unwrap(),
+            "--data-dir",
+            data.path().to_str().unwrap(),
+        ],
+        &[],
+    )
+    .await;
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let full = format!("the disk of {} is full", mount.path.display());
+    assert!(err.contains(&full), "{err}");
+    assert_eq!(err.matches("database or disk is full").count(), 1, "{err}");
+    let left: Vec<_> = std::fs::read_dir(&mount.path)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
 #[tokio::test]
 async fn a_directory_or_the_database_itself_is_refused_even_with_force() {
     let data = tempfile::tempdir().unwrap();

@@ -262,6 +262,60 @@ async fn a_taken_port_is_a_runtime_failure_that_names_it() {
     );
 }
 
+/// A history file switchboard cannot use stops `serve` at once, naming the
+/// file and what to do, and is left as it was.
+#[tokio::test]
+async fn an_unusable_history_file_is_named_with_the_fix_and_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    let db = data.join("history.db");
+    let foreign = {
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        conn.execute_batch("CREATE TABLE invoices (id INTEGER PRIMARY KEY);")
+            .unwrap();
+        drop(conn);
+        std::fs::read(&db).unwrap()
+    };
+    let garbage: Vec<u8> = (0..8192u32).map(|i| (i * 7 + 3) as u8).collect();
+    for (bytes, needles) in [
+        (
+            foreign,
+            &[
+                "is an SQLite database of something else",
+                "invoices",
+                "--data-dir",
+            ][..],
+        ),
+        (
+            garbage,
+            &["not a database", "history.db-wal", "restore a backup"][..],
+        ),
+    ] {
+        std::fs::write(&db, &bytes).unwrap();
+        let output = command(&["--stdio", "--data-dir", data.to_str().unwrap()])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .await
+            .unwrap();
+        assert_eq!(output.status.code(), Some(1));
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(db.to_str().unwrap()), "{stderr}");
+        for needle in needles {
+            assert!(stderr.contains(needle), "{needle}: {stderr}");
+        }
+        assert_eq!(
+            stderr
+                .lines()
+                .filter(|l| l.starts_with("switchboard:"))
+                .count(),
+            1,
+            "{stderr}"
+        );
+        assert!(std::fs::read(&db).unwrap() == bytes, "the file was changed");
+    }
+}
+
 /// `serve --stdio --http` with a `nap` tool (a command that sleeps 1.5 s):
 /// the child with its stdin open, and the HTTP address it logged.
 async fn stdio_and_http_with_a_nap_tool(

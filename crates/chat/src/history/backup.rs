@@ -53,26 +53,24 @@ pub enum BackupError {
     NoDirectory { dir: PathBuf, path: PathBuf },
     #[error("{0} is the history database itself; choose another path for the backup")]
     SameFile(PathBuf),
-    #[error("cannot read the history database {path}: {source}; check that it is readable by you")]
+    // The errors are in the messages, not sources: a chain would print
+    // them twice.
+    #[error("cannot read the history database {path}: {error}; check that it is readable by you")]
     Read {
         path: PathBuf,
-        #[source]
-        source: rusqlite::Error,
+        error: rusqlite::Error,
     },
     #[error(
-        "cannot write the backup {path}: {source}; check that its directory is writable and has space"
+        "cannot write the backup {path}: {error}; check that its directory is writable and has space"
     )]
-    Write {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
-    #[error("cannot copy {from} to {to}: {source}")]
+    Write { path: PathBuf, error: io::Error },
+    #[error("cannot copy {from} to {to}: {error}{hint}")]
     Copy {
         from: PathBuf,
         to: PathBuf,
-        #[source]
-        source: rusqlite::Error,
+        error: rusqlite::Error,
+        /// What to do, when the error says (a full disk).
+        hint: String,
     },
     #[error(
         "{0} stayed locked for {BUSY_DEADLINE:?} (another process is recovering it?); try again"
@@ -128,9 +126,9 @@ pub fn backup_file(from: &Path, to: &Path, overwrite: bool) -> Result<Backup, Ba
             return Err(BackupError::SameFile(to.to_owned()));
         }
     }
-    let write = |source| BackupError::Write {
+    let write = |error| BackupError::Write {
         path: to.to_owned(),
-        source,
+        error,
     };
     let name = to.file_name().unwrap_or_default().to_string_lossy();
     let partial = tempfile::Builder::new()
@@ -138,7 +136,12 @@ pub fn backup_file(from: &Path, to: &Path, overwrite: bool) -> Result<Backup, Ba
         .suffix(".partial")
         .tempfile_in(dir)
         .map_err(write)?;
-    let messages = copy(from, partial.path(), to)?;
+    let messages = copy(from, partial.path(), to).inspect_err(|_| {
+        // SQLite's journal of the copy, left by a failure (a full disk).
+        let mut journal = partial.path().as_os_str().to_owned();
+        journal.push("-journal");
+        let _ = std::fs::remove_file(journal);
+    })?;
     // SQLite synced its own writes; this covers them whichever descriptor
     // made them, before the name points at the file.
     partial.as_file().sync_all().map_err(write)?;
@@ -162,14 +165,21 @@ pub fn backup_file(from: &Path, to: &Path, overwrite: bool) -> Result<Backup, Ba
 /// Copies `from` into the empty file `into` and checks the copy; returns
 /// its message count. `to` is the name the copy will have, for messages.
 fn copy(from: &Path, into: &Path, to: &Path) -> Result<u64, BackupError> {
-    let read = |source| BackupError::Read {
+    let read = |error| BackupError::Read {
         path: from.to_owned(),
-        source,
+        error,
     };
-    let failed = |source| BackupError::Copy {
+    let failed = |error: rusqlite::Error| BackupError::Copy {
         from: from.to_owned(),
         to: to.to_owned(),
-        source,
+        hint: match error.sqlite_error_code() {
+            Some(rusqlite::ErrorCode::DiskFull) => format!(
+                "; the disk of {} is full: free space there, or choose another path",
+                to.parent().unwrap_or(to).display()
+            ),
+            _ => String::new(),
+        },
+        error,
     };
     // Opened for writing where the file allows it (SQLite falls back to
     // reading otherwise), but used read-only (`query_only`): a read-only

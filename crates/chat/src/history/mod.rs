@@ -303,27 +303,24 @@ impl NewMessage {
 /// A history operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum HistoryError {
-    #[error(
-        "cannot open the history database {path}: {source}; check that the data directory is writable or pass --data-dir"
-    )]
-    Open {
-        path: String,
-        #[source]
-        source: rusqlite::Error,
-    },
-    #[error("cannot create the data directory {path}: {source}")]
-    CreateDir {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
+    /// The file cannot be opened or used; `problem` says why and what to
+    /// do (see [`unusable`]).
+    #[error("cannot use the history database {path}: {problem}")]
+    Open { path: String, problem: String },
+    #[error("cannot create the data directory {path}: {problem}")]
+    CreateDir { path: String, problem: String },
     #[error(
         "the history database {path} has schema version {found}, newer than this switchboard understands ({}); upgrade switchboard or use another --data-dir",
         schema::VERSION
     )]
     NewerSchema { path: String, found: i64 },
+    #[error(
+        "{path} is an SQLite database of something else (its tables: {tables}); switchboard adds nothing to it. Move it away, or pass a --data-dir of switchboard's own"
+    )]
+    Foreign { path: String, tables: String },
+    // Not `#[from]`: a source would print the same text twice in a chain.
     #[error("history database error: {0}")]
-    Sqlite(#[from] rusqlite::Error),
+    Sqlite(rusqlite::Error),
     /// A group of writes was rolled back; the text says why and, for a full
     /// disk, which data directory needs room (see [`commit_failure`]).
     #[error("the message was not stored: {0}")]
@@ -408,12 +405,11 @@ fn wait_for_lock(retries: i32) -> bool {
 
 impl OpenSpec {
     fn open(&self) -> Result<Connection, HistoryError> {
-        let mut conn = Connection::open_with_flags(&self.target, self.flags).map_err(|source| {
-            HistoryError::Open {
-                path: self.target.clone(),
-                source,
-            }
-        })?;
+        self.try_open().map_err(|e| unusable(&self.target, &e))
+    }
+
+    fn try_open(&self) -> rusqlite::Result<Connection> {
+        let mut conn = Connection::open_with_flags(&self.target, self.flags)?;
         conn.busy_handler(Some(wait_for_lock))?;
         // Every statement of the readers and the writer (about 30) stays
         // prepared; rusqlite keeps 16 by default.
@@ -586,7 +582,10 @@ impl History {
     fn writer(&self) -> Result<Writer, HistoryError> {
         let open = &self.shared.open;
         let conn = open.open()?;
-        schema::migrate(&conn, &open.target, open.file)?;
+        schema::migrate(&conn, &open.target, open.file).map_err(|e| match e {
+            HistoryError::Sqlite(e) => unusable(&open.target, &e),
+            other => other,
+        })?;
         let last_stamp = conn
             .query_row(
                 "SELECT ts FROM messages ORDER BY id DESC LIMIT 1",
@@ -1388,12 +1387,43 @@ pub(super) fn commit_failure(database: &str, e: &rusqlite::Error) -> String {
 fn create_parent(path: &Path) -> Result<(), HistoryError> {
     match path.parent() {
         Some(dir) if !dir.as_os_str().is_empty() => {
-            std::fs::create_dir_all(dir).map_err(|source| HistoryError::CreateDir {
+            std::fs::create_dir_all(dir).map_err(|e| HistoryError::CreateDir {
                 path: dir.display().to_string(),
-                source,
+                problem: if dir.exists() && !dir.is_dir() {
+                    "it is a file, not a directory; move it, or pass another --data-dir".into()
+                } else {
+                    format!("{e}; pass a --data-dir this user may create")
+                },
             })
         }
         _ => Ok(()),
+    }
+}
+
+impl From<rusqlite::Error> for HistoryError {
+    fn from(e: rusqlite::Error) -> Self {
+        Self::Sqlite(e)
+    }
+}
+
+/// Why the database at `path` cannot be used, and what to do about it.
+fn unusable(path: &str, e: &rusqlite::Error) -> HistoryError {
+    use rusqlite::ErrorCode::*;
+    let hint = match e.sqlite_error_code() {
+        Some(DatabaseCorrupt | NotADatabase) => format!(
+            "it is damaged or not a database. If it was just restored from a backup, delete {path}-wal and {path}-shm beside it (they belong to the file it replaced) and start again; otherwise move it aside to start a new history, or restore a backup"
+        ),
+        Some(ReadOnly) => {
+            "switchboard may not write it: make the file and its directory writable by this user, or pass another --data-dir".into()
+        }
+        Some(CannotOpen | PermissionDenied) => {
+            "make the file and its directory readable and writable by this user, or pass another --data-dir".into()
+        }
+        _ => "check the file, or pass another --data-dir".into(),
+    };
+    HistoryError::Open {
+        path: path.to_owned(),
+        problem: format!("{e}; {hint}"),
     }
 }
 

@@ -21,6 +21,8 @@ pub(super) const TOKENIZER: &str = "porter unicode61 remove_diacritics 2";
 
 /// Brings the database at `path` (for messages) to [`VERSION`].
 pub(super) fn migrate(conn: &Connection, path: &str, wal: bool) -> Result<(), HistoryError> {
+    // Before WAL mode, which would change the file.
+    refuse_foreign(conn, path)?;
     if wal {
         use_wal(conn)?;
     }
@@ -48,6 +50,28 @@ fn use_wal(conn: &Connection) -> rusqlite::Result<()> {
             result => return result,
         }
     }
+}
+
+/// Refuses a database that has tables but no schema version: another
+/// program's, which switchboard must not add to.
+fn refuse_foreign(conn: &Connection, path: &str) -> Result<(), HistoryError> {
+    let version: i64 = conn.query_row("PRAGMA user_version", [], |row| row.get(0))?;
+    if version != 0 {
+        return Ok(());
+    }
+    let tables: Vec<String> = conn
+        .prepare(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite%' ORDER BY name",
+        )?
+        .query_map([], |row| row.get(0))?
+        .collect::<Result<_, _>>()?;
+    if tables.is_empty() {
+        return Ok(());
+    }
+    Err(HistoryError::Foreign {
+        path: path.to_owned(),
+        tables: tables.join(", "),
+    })
 }
 
 fn upgrade(conn: &Connection, path: &str) -> Result<(), HistoryError> {
