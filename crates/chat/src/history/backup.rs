@@ -64,13 +64,12 @@ pub enum BackupError {
         "cannot write the backup {path}: {error}; check that its directory is writable and has space"
     )]
     Write { path: PathBuf, error: io::Error },
-    #[error("cannot copy {from} to {to}: {error}{hint}")]
+    /// `problem`: SQLite's error, and what to do when it says (a full disk).
+    #[error("cannot copy {from} to {to}: {problem}")]
     Copy {
         from: PathBuf,
         to: PathBuf,
-        error: rusqlite::Error,
-        /// What to do, when the error says (a full disk).
-        hint: String,
+        problem: String,
     },
     #[error(
         "{0} stayed locked for {BUSY_DEADLINE:?} (another process is recovering it?); try again"
@@ -172,14 +171,13 @@ fn copy(from: &Path, into: &Path, to: &Path) -> Result<u64, BackupError> {
     let failed = |error: rusqlite::Error| BackupError::Copy {
         from: from.to_owned(),
         to: to.to_owned(),
-        hint: match error.sqlite_error_code() {
+        problem: match error.sqlite_error_code() {
             Some(rusqlite::ErrorCode::DiskFull) => format!(
-                "; the disk of {} is full: free space there, or choose another path",
+                "{error}; the disk of {} is full: free space there, or choose another path",
                 to.parent().unwrap_or(to).display()
             ),
-            _ => String::new(),
+            _ => error.to_string(),
         },
-        error,
     };
     // Opened for writing where the file allows it (SQLite falls back to
     // reading otherwise), but used read-only (`query_only`): a read-only
