@@ -475,7 +475,7 @@ impl History {
             | OpenFlags::SQLITE_OPEN_URI;
         let open = match location {
             Location::File(path) => {
-                create_parent(path)?;
+                create_files(path)?;
                 OpenSpec {
                     target: path.display().to_string(),
                     flags: rw,
@@ -1384,18 +1384,40 @@ pub(super) fn commit_failure(database: &str, e: &rusqlite::Error) -> String {
     )
 }
 
-fn create_parent(path: &Path) -> Result<(), HistoryError> {
+/// Creates the data directory of the database at `path` (owner-only, 0700,
+/// as chat history is private), and the database file itself (0600; SQLite
+/// gives its `-wal` and `-shm` files the same mode) when there is none.
+/// Existing ones keep their modes.
+fn create_files(path: &Path) -> Result<(), HistoryError> {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
     match path.parent() {
         Some(dir) if !dir.as_os_str().is_empty() => {
-            std::fs::create_dir_all(dir).map_err(|e| HistoryError::CreateDir {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)
+                .map_err(|e| HistoryError::CreateDir {
                 path: dir.display().to_string(),
                 problem: if dir.exists() && !dir.is_dir() {
                     "it is a file, not a directory; move it, or pass another --data-dir".into()
                 } else {
                     format!("{e}; pass a --data-dir this user may create")
                 },
-            })
+            })?;
         }
+        _ => {}
+    }
+    // An empty file is a new database to SQLite.
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+    {
+        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => Err(HistoryError::Open {
+            path: path.display().to_string(),
+            problem: format!("{e}; make its directory writable by this user, or pass another --data-dir"),
+        }),
         _ => Ok(()),
     }
 }
@@ -2167,6 +2189,33 @@ pub(crate) mod tests {
         let ours = History::open(&location, Durability::Normal).unwrap();
         let theirs = History::open(&location, Durability::Normal).unwrap();
         (dir, ours, theirs)
+    }
+
+    #[test]
+    fn a_new_history_is_private_to_its_user() {
+        use std::os::unix::fs::PermissionsExt;
+        let rt = runtime();
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        let history = History::open(
+            &Location::File(data.join("history.db")),
+            Durability::Normal,
+        )
+        .unwrap();
+        rt.block_on(history.append(vec![msg("#a", "ann", "private")]))
+            .unwrap();
+        let mode = |name: &str| {
+            std::fs::metadata(data.join(name))
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o777
+        };
+        assert_eq!(mode(""), 0o700);
+        for file in ["history.db", "history.db-wal", "history.db-shm"] {
+            assert_eq!(mode(file), 0o600, "{file}");
+        }
+        history.close();
     }
 
     #[test]

@@ -55,23 +55,23 @@ fn use_wal(conn: &Connection) -> rusqlite::Result<()> {
 /// Refuses a database that has tables but no schema version: another
 /// program's, which switchboard must not add to.
 fn refuse_foreign(conn: &Connection, path: &str) -> Result<(), HistoryError> {
-    let version: i64 = conn.query_row("PRAGMA user_version", [], |row| row.get(0))?;
-    if version != 0 {
-        return Ok(());
+    // One statement, one snapshot: another process may be creating the
+    // schema meanwhile.
+    let (version, tables): (i64, Option<String>) = conn.query_row(
+        "SELECT (SELECT user_version FROM pragma_user_version),
+                (SELECT group_concat(name, ', ') FROM (
+                    SELECT name FROM sqlite_master
+                     WHERE type = 'table' AND name NOT LIKE 'sqlite%' ORDER BY name))",
+        [],
+        |row| Ok((row.get(0)?, row.get(1)?)),
+    )?;
+    match tables {
+        Some(tables) if version == 0 => Err(HistoryError::Foreign {
+            path: path.to_owned(),
+            tables,
+        }),
+        _ => Ok(()),
     }
-    let tables: Vec<String> = conn
-        .prepare(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite%' ORDER BY name",
-        )?
-        .query_map([], |row| row.get(0))?
-        .collect::<Result<_, _>>()?;
-    if tables.is_empty() {
-        return Ok(());
-    }
-    Err(HistoryError::Foreign {
-        path: path.to_owned(),
-        tables: tables.join(", "),
-    })
 }
 
 fn upgrade(conn: &Connection, path: &str) -> Result<(), HistoryError> {
