@@ -73,6 +73,9 @@ fn reload_tokens(
     env: &dyn Fn(&str) -> Option<String>,
 ) {
     match reload().and_then(|config| config.tokens(env)) {
+        Ok(specs) if specs.is_empty() && tokens.required() => tracing::error!(
+            "SIGHUP: the new config has no [[http.tokens]], which would open HTTP to everyone who can reach it; the running tokens stay (restart switchboard to run without tokens)"
+        ),
         Ok(specs) => {
             let reloaded = tokens.reload(specs);
             tracing::info!(

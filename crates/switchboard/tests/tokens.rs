@@ -549,8 +549,33 @@ secret_file = "carol.token"
         .await
     ));
     assert!(!is_error(&call(&carol, "list_channels", json!({})).await));
+
     server.signal(libc::SIGTERM);
     assert!(server.exit(Duration::from_secs(15)).await.success());
+}
+
+/// A reload that would leave no token at all would open HTTP to anyone who
+/// can reach it: refused, and the running tokens stay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_without_tokens_keeps_the_running_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path(), TOKENS);
+    let server = Server::start(&["--ephemeral", "--config", config.to_str().unwrap()]).await;
+    let url = server.url("/mcp");
+    std::fs::write(&config, "").unwrap();
+    server.signal(libc::SIGHUP);
+    wait_for_log(&server, "the running tokens stay").await;
+    let anonymous = reqwest::Client::new()
+        .post(&url)
+        .header(header::CONTENT_TYPE, "application/json")
+        .header(header::ACCEPT, "application/json, text/event-stream")
+        .body(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(anonymous.status(), StatusCode::UNAUTHORIZED);
+    let bob = http_client_as(&url, BOB).await;
+    assert!(!is_error(&call(&bob, "list_channels", json!({})).await));
 }
 
 async fn wait_for_log(server: &Server, needle: &str) {

@@ -1397,13 +1397,13 @@ fn create_files(path: &Path) -> Result<(), HistoryError> {
                 .mode(0o700)
                 .create(dir)
                 .map_err(|e| HistoryError::CreateDir {
-                path: dir.display().to_string(),
-                problem: if dir.exists() && !dir.is_dir() {
-                    "it is a file, not a directory; move it, or pass another --data-dir".into()
-                } else {
-                    format!("{e}; pass a --data-dir this user may create")
-                },
-            })?;
+                    path: dir.display().to_string(),
+                    problem: if dir.exists() && !dir.is_dir() {
+                        "it is a file, not a directory; move it, or pass another --data-dir".into()
+                    } else {
+                        format!("{e}; pass a --data-dir this user may create")
+                    },
+                })?;
         }
         _ => {}
     }
@@ -1416,7 +1416,9 @@ fn create_files(path: &Path) -> Result<(), HistoryError> {
     {
         Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => Err(HistoryError::Open {
             path: path.display().to_string(),
-            problem: format!("{e}; make its directory writable by this user, or pass another --data-dir"),
+            problem: format!(
+                "{e}; make its directory writable by this user, or pass another --data-dir"
+            ),
         }),
         _ => Ok(()),
     }
@@ -2197,11 +2199,8 @@ pub(crate) mod tests {
         let rt = runtime();
         let dir = tempfile::tempdir().unwrap();
         let data = dir.path().join("data");
-        let history = History::open(
-            &Location::File(data.join("history.db")),
-            Durability::Normal,
-        )
-        .unwrap();
+        let history =
+            History::open(&Location::File(data.join("history.db")), Durability::Normal).unwrap();
         rt.block_on(history.append(vec![msg("#a", "ann", "private")]))
             .unwrap();
         let mode = |name: &str| {
