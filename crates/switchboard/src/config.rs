@@ -484,6 +484,25 @@ fn invalid(key: impl Into<String>, problem: impl Into<String>) -> ConfigError {
     }
 }
 
+/// What is wrong with `server` as `chat.irc.server` (a host name or an
+/// address, nothing else), if anything.
+fn server_problem(server: &str) -> Option<String> {
+    let host_and_port = server.rsplit_once(':').is_some_and(|(host, port)| {
+        !host.contains(':') && port.bytes().all(|b| b.is_ascii_digit())
+    });
+    if server.contains("://") || server.contains('/') || host_and_port {
+        Some(format!(
+            "{server:?} is not a host name: give the host alone (e.g. irc.libera.chat), the port in chat.irc.port (IRC_PORT) and TLS in chat.irc.tls"
+        ))
+    } else if server.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        Some(format!(
+            "{server:?} has spaces in it; give the host name alone"
+        ))
+    } else {
+        None
+    }
+}
+
 /// Why `filter` is not a log filter we take: levels and `target=level`
 /// pairs, comma-separated. A bare word is a level or a mistake (`warning`):
 /// tracing would read it as a target and log nothing else, errors included.
@@ -906,6 +925,9 @@ impl Config {
                     "the IRC backend needs a server (or set IRC_SERVER)",
                 )
             })?;
+        if let Some(problem) = server_problem(&server) {
+            return Err(invalid("chat.irc.server", problem));
+        }
         if irc.port == 0 {
             return Err(invalid("chat.irc.port", "0 is not a port; use 1 to 65535"));
         }
@@ -1101,6 +1123,27 @@ mod tests {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         move |k| map.get(k).cloned()
+    }
+
+    #[test]
+    fn an_irc_server_is_a_host_alone() {
+        for ok in [
+            "irc.libera.chat",
+            "127.0.0.1",
+            "::1",
+            "2001:db8::1",
+            "localhost",
+        ] {
+            assert_eq!(server_problem(ok), None, "{ok}");
+        }
+        for bad in [
+            "127.0.0.1:6667",
+            "irc://irc.example",
+            "irc.example/x",
+            "irc example",
+        ] {
+            assert!(server_problem(bad).is_some(), "{bad}");
+        }
     }
 
     #[test]

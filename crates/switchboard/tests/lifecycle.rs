@@ -147,6 +147,7 @@ async fn configuration_errors_exit_2_naming_the_key() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("bad.toml");
     let caps = dir.path().join("caps.toml");
+    let irc = dir.path().join("irc.toml");
     type Case = (Vec<String>, Vec<(&'static str, &'static str)>, &'static str);
     let cases: Vec<Case> = vec![
         (vec![], vec![("MCP_PORT", "http")], "MCP_PORT"),
@@ -188,7 +189,23 @@ async fn configuration_errors_exit_2_naming_the_key() {
             vec![],
             "log.file",
         ),
+        // A URL or host:port where the host goes: named before any dialling.
+        (
+            vec!["--config".into(), irc.display().to_string()],
+            vec![],
+            "chat.irc.port",
+        ),
+        (
+            vec!["--config".into(), irc.display().to_string()],
+            vec![("IRC_SERVER", "ircs://irc.example.net")],
+            "chat.irc.server",
+        ),
     ];
+    std::fs::write(
+        &irc,
+        "[chat]\nbackend = \"irc\"\n[chat.irc]\nserver = \"127.0.0.1:6667\"\n",
+    )
+    .unwrap();
     std::fs::write(&file, "[http]\nlisten_on = \"127.0.0.1:1\"\n").unwrap();
     std::fs::write(&caps, "[http]\nmax_sse_sessions = 0\n").unwrap();
     for (args, env, expected) in cases {
