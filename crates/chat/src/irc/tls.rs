@@ -91,22 +91,63 @@ pub(super) async fn dial(
     tls: Option<&Tls>,
     timeout: Duration,
 ) -> std::io::Result<Box<dyn Stream>> {
-    let connect = async {
-        let tcp = TcpStream::connect((host, port)).await?;
-        tcp.set_nodelay(true)?;
-        match tls {
-            None => Ok(Box::new(tcp) as Box<dyn Stream>),
-            Some(tls) => {
-                let name = ServerName::try_from(host.to_owned())
-                    .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
-                let stream = TlsConnector::from(tls.config.clone())
-                    .connect(name, tcp)
-                    .await?;
-                Ok(Box::new(stream) as Box<dyn Stream>)
-            }
-        }
-    };
-    tokio::time::timeout(timeout, connect)
+    let deadline = tokio::time::Instant::now() + timeout;
+    let timed_out = |what: &str| std::io::Error::new(std::io::ErrorKind::TimedOut, what.to_owned());
+    let tcp = tokio::time::timeout_at(deadline, TcpStream::connect((host, port)))
         .await
-        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "connect timed out"))?
+        .map_err(|_| timed_out("connect timed out"))??;
+    tcp.set_nodelay(true)?;
+    let Some(tls) = tls else {
+        return Ok(Box::new(tcp));
+    };
+    let name = ServerName::try_from(host.to_owned())
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    let stream = tokio::time::timeout_at(
+        deadline,
+        TlsConnector::from(tls.config.clone()).connect(name, tcp),
+    )
+    .await
+    // A plain-text port waits for the client to speak first, so the
+    // handshake never ends.
+    .map_err(|_| {
+        timed_out(
+            "connected, but the TLS handshake timed out: is this port plain text? (check chat.irc.tls and chat.irc.port)",
+        )
+    })??;
+    Ok(Box::new(stream))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An IRC port without TLS says nothing until the client does: dialling
+    /// it with TLS says the handshake is what timed out, and where to look.
+    #[tokio::test]
+    async fn tls_to_a_plain_text_port_names_the_setting() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let silent = tokio::spawn(async move {
+            let (socket, _) = listener.accept().await.unwrap();
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            drop(socket);
+        });
+        // No roots needed: the handshake never gets as far as the certificate.
+        let tls = Tls {
+            config: Arc::new(
+                rustls::ClientConfig::builder()
+                    .with_root_certificates(rustls::RootCertStore::empty())
+                    .with_no_client_auth(),
+            ),
+        };
+        let Err(e) = dial("127.0.0.1", port, Some(&tls), Duration::from_millis(300)).await else {
+            panic!("a TLS handshake with a silent server succeeded");
+        };
+        let message = e.to_string();
+        assert!(
+            message.contains("TLS handshake timed out") && message.contains("chat.irc.tls"),
+            "{message}"
+        );
+        silent.abort();
+    }
 }
