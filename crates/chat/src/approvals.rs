@@ -10,7 +10,10 @@
 //! the channel an acknowledgement. Only people answer: an agent's reply, a
 //! reply under the asking agent's own nick, or anyone's who is not a listed
 //! approver (when approvers are listed), is refused in the channel and
-//! changes nothing; so is an unknown, expired or already answered id.
+//! changes nothing; so is an unknown, expired or already answered id. On
+//! IRC, where a nick is anyone's to take, approvers can be services
+//! accounts instead: a reply then counts only from a sender the network
+//! vouches is logged in as one of them.
 
 use std::{
     collections::HashMap,
@@ -52,6 +55,11 @@ pub struct ApprovalSettings {
     /// Nicks allowed to answer (case-folded by the network's rules); any
     /// human when empty.
     pub approvers: Vec<String>,
+    /// IRC services accounts allowed to answer instead (case-folded too):
+    /// a reply counts only from a sender the network vouches is logged in
+    /// as one of them ([`Message::account`]). Nicks are anyone's to take on
+    /// IRC; accounts need the password.
+    pub approver_accounts: Vec<String>,
     /// How long a request can be answered.
     pub timeout: Duration,
 }
@@ -204,6 +212,22 @@ impl Approvals {
             return format!("{by}: only a person can answer approvals; {id} is unchanged.");
         }
         let rules = self.backend.rules();
+        let accounts = &self.settings.approver_accounts;
+        if !accounts.is_empty()
+            && !message.account.as_deref().is_some_and(|account| {
+                accounts
+                    .iter()
+                    .any(|a| rules.fold(a) == rules.fold(account))
+            })
+        {
+            return format!(
+                "{by}: only a person logged in to an approver's account can answer approvals here (the IRC network vouches for {}); {id} is unchanged.",
+                match &message.account {
+                    Some(account) => format!("your account {account}, which is not one of them"),
+                    None => "no account of yours: log in with your services (NickServ), on a network that tags accounts".into(),
+                }
+            );
+        }
         if !self.settings.approvers.is_empty()
             && !self
                 .settings

@@ -636,6 +636,7 @@ mod tests {
             channel_id: 1,
             channel_key: "#c".into(),
             nick_key: nick.to_ascii_lowercase(),
+            account: None,
         }
     }
 

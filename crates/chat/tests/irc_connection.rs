@@ -419,6 +419,7 @@ async fn the_gap_is_backfilled_from_chathistory_after_start_and_after_reconnect(
             msgid: Some("m0".into()),
             origin: Origin::Here,
             kind: SenderKind::Agent,
+            account: None,
         }])
         .await
         .unwrap();
@@ -534,6 +535,7 @@ async fn without_chathistory_nothing_is_asked_and_a_refusal_changes_nothing() {
             msgid: None,
             origin: Origin::Here,
             kind: SenderKind::Agent,
+            account: None,
         }])
         .await
         .unwrap();

@@ -210,6 +210,11 @@ pub struct ApprovalsConfig {
     /// Nicks that may answer; any human when empty.
     #[serde(default)]
     pub approvers: Vec<String>,
+    /// IRC services accounts that may answer, instead of nicks: a reply
+    /// counts only when the network vouches (IRCv3 `account-tag`) that its
+    /// sender is logged in as one of them.
+    #[serde(default)]
+    pub approver_accounts: Vec<String>,
     #[serde(default = "default_approval_timeout")]
     pub timeout_s: u64,
 }
@@ -875,6 +880,28 @@ impl Config {
                         .nick(nick)
                         .map_err(|e| invalid("chat.approvals.approvers", e.to_string()))?;
                 }
+                if !a.approver_accounts.is_empty() {
+                    if !a.approvers.is_empty() {
+                        return Err(invalid(
+                            "chat.approvals.approver_accounts",
+                            "set either approvers (nicks) or approver_accounts, not both",
+                        ));
+                    }
+                    if self.chat.backend != Backend::Irc {
+                        return Err(invalid(
+                            "chat.approvals.approver_accounts",
+                            "accounts are an IRC network's (its services); the local hub has none: list nicks in approvers, with a token per person",
+                        ));
+                    }
+                    if let Some(bad) = a.approver_accounts.iter().find(|a| {
+                        a.is_empty() || a.contains(|c: char| c.is_whitespace() || c.is_control())
+                    }) {
+                        return Err(invalid(
+                            "chat.approvals.approver_accounts",
+                            format!("{bad:?} is not an account name"),
+                        ));
+                    }
+                }
                 if !(1..=86_400).contains(&a.timeout_s) {
                     return Err(invalid(
                         "chat.approvals.timeout_s",
@@ -884,6 +911,7 @@ impl Config {
                 Some(ApprovalSettings {
                     channel: a.channel.clone(),
                     approvers: a.approvers.clone(),
+                    approver_accounts: a.approver_accounts.clone(),
                     timeout: Duration::from_secs(a.timeout_s),
                 })
             }
@@ -1411,6 +1439,19 @@ mod tests {
             (
                 "[chat.approvals]\nchannel = \"#a\"\ntimeout_s = 0",
                 "chat.approvals.timeout_s:",
+            ),
+            // Accounts are an IRC network's.
+            (
+                "[chat.approvals]\nchannel = \"#a\"\napprover_accounts = [\"ann\"]",
+                "chat.approvals.approver_accounts:",
+            ),
+            (
+                "[chat]\nbackend = \"irc\"\n[chat.approvals]\nchannel = \"#a\"\napprovers = [\"ann\"]\napprover_accounts = [\"ann\"]",
+                "chat.approvals.approver_accounts:",
+            ),
+            (
+                "[chat]\nbackend = \"irc\"\n[chat.approvals]\nchannel = \"#a\"\napprover_accounts = [\"a b\"]",
+                "chat.approvals.approver_accounts:",
             ),
             (
                 "[chat]\nnick = \"two words\"",

@@ -1114,6 +1114,77 @@ mod irc {
         assert!(daemon.stop().await.success());
     }
 
+    /// Approvers as IRC services accounts: a person who only took an
+    /// approver's nick is refused; one logged in to the account (under any
+    /// nick) answers. The network vouches with IRCv3 `account-tag`.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn approvals_by_account_refuse_a_borrowed_nick() {
+        let options = ServerOptions {
+            services: true,
+            ..Default::default()
+        };
+        let server = IrcServer::start(ServerKind::InspIRCd, options).await;
+        server.register_account("ann", "ann-secret-1").await;
+        let runtime = runtime_dir();
+        let dir = tempfile::tempdir().unwrap();
+        let file = config(
+            dir.path(),
+            &format!(
+                "[chat]\nbackend = \"irc\"\n[chat.irc]\nserver = \"127.0.0.1\"\nport = {}\nsend_timeout_s = 20\n\
+                 [chat.approvals]\nchannel = \"#approvals\"\napprover_accounts = [\"ann\"]\n",
+                server.port()
+            ),
+        );
+        let socket = dir.path().join("relay.sock");
+        let daemon = Daemon::start(&socket, runtime.path(), &["--config", &file]).await;
+        let impostor = Human::connect(&server, "ann").await;
+        impostor.join("#approvals").await;
+        let worker = shim_client(&socket, runtime.path(), "worker");
+        worker.initialize().await;
+        worker
+            .notify(PERMISSION_REQUEST, permission_request("vwxyz"))
+            .await;
+        impostor
+            .expect(
+                |l| l.trailing().is_some_and(|t| t.contains("Approval vwxyz")),
+                WAIT,
+            )
+            .await;
+        impostor.privmsg("#approvals", "yes vwxyz").await;
+        impostor
+            .expect(
+                |l| {
+                    l.trailing().is_some_and(|t| {
+                        t.contains("only a person logged in to an approver's account")
+                            && t.contains("vwxyz is unchanged")
+                    })
+                },
+                WAIT,
+            )
+            .await;
+
+        let ann = Human::connect(&server, "annie").await;
+        ann.privmsg("NickServ", "IDENTIFY ann ann-secret-1").await;
+        ann.expect(
+            |l| {
+                l.is_from("NickServ", "NOTICE")
+                    && l.trailing().is_some_and(|t| t.contains("now identified"))
+            },
+            WAIT,
+        )
+        .await;
+        ann.join("#approvals").await;
+        ann.privmsg("#approvals", "yes vwxyz").await;
+        let verdict = worker.wait_for(PERMISSION, 1, WAIT).await;
+        assert_eq!(verdict.len(), 1, "daemon log:\n{}", daemon.log());
+        assert_eq!(
+            verdict[0].1["params"],
+            json!({"request_id": "vwxyz", "behavior": "allow"})
+        );
+        worker.close().await;
+        assert!(daemon.stop().await.success());
+    }
+
     /// Two `serve --stdio` on IRC sharing a data directory, their agents
     /// answering each other: both processes pause on the same message, and
     /// the channel is told once, on IRC and in the history.

@@ -91,6 +91,7 @@ pub(crate) fn render(
                     "<bind address=\"127.0.0.1\" port=\"{link}\" type=\"servers\">\n\
                      <module name=\"spanningtree\">\n\
                      <module name=\"services_account\">\n\
+                     <module name=\"ircv3_accounttag\">\n\
                      <module name=\"sasl\">\n\
                      <link name=\"services.test\" ipaddr=\"127.0.0.1\" port=\"{link}\" \
                      allowmask=\"127.0.0.1/32\" sendpass=\"{LINK_PASSWORD}\" \

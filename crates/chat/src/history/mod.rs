@@ -148,6 +148,10 @@ pub struct Message {
     /// The sender's nick, case-folded.
     #[serde(skip)]
     pub nick_key: String,
+    /// The services account the network vouched its sender was logged in
+    /// as when it was heard (see [`NewMessage::account`]).
+    #[serde(skip)]
+    pub account: Option<String>,
 }
 
 fn serialize_time<S: serde::Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
@@ -247,6 +251,9 @@ pub struct NewMessage {
     /// Where it comes from, which says how a copy without `msgid` is found.
     pub origin: Origin,
     pub kind: SenderKind,
+    /// The services account the network vouches its sender is logged in
+    /// as (IRCv3 `account-tag`), if any.
+    pub account: Option<String>,
 }
 
 /// Where a [`NewMessage`] comes from, which says what a duplicate of it is
@@ -296,6 +303,7 @@ impl NewMessage {
             msgid: None,
             origin: Origin::Here,
             kind,
+            account: None,
         }
     }
 }
@@ -1191,12 +1199,16 @@ impl History {
 macro_rules! select_messages {
     ($rest:literal) => {
         concat!(
-            "SELECT m.id, c.name, m.ts, m.nick, m.text, m.kind, m.seq, m.channel_id, c.key, m.nick_key ",
+            "SELECT m.id, c.name, m.ts, m.nick, m.text, m.kind, m.seq, m.channel_id, c.key, m.nick_key, m.account ",
             $rest
         )
     };
 }
 use select_messages;
+
+/// How many columns [`select_messages`] selects: what a query adds comes
+/// after them.
+const MESSAGE_COLUMNS: usize = 11;
 
 /// [`History::read`] after a time: chosen by the time index (bounded by the
 /// limit), shown in insertion order.
@@ -1233,6 +1245,7 @@ fn message_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Message> {
         channel_id: row.get(7)?,
         channel_key: row.get(8)?,
         nick_key: row.get(9)?,
+        account: row.get(10)?,
     })
 }
 
@@ -1285,7 +1298,7 @@ fn ranked_matches(
     );
     conn.prepare_cached(&sql)?
         .query_map(params![query, channel_key, limit as i64], |row| {
-            Ok((message_row(row)?, row.get::<_, f64>(10)?))
+            Ok((message_row(row)?, row.get::<_, f64>(MESSAGE_COLUMNS)?))
         })?
         .collect()
 }

@@ -171,6 +171,7 @@ mod tests {
             channel_id,
             channel_key: channel.to_lowercase(),
             nick_key: "ann".into(),
+            account: None,
         }
     }
 

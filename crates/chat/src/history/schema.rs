@@ -90,6 +90,23 @@ fn upgrade(conn: &Connection, path: &str) -> Result<(), HistoryError> {
     conn.execute_batch(SEARCH_PROGRESS)?;
     conn.execute_batch(NOTICES)?;
     add_agent_marks(conn)?;
+    add_accounts(conn)?;
+    Ok(())
+}
+
+/// Adds `messages.account`: the services account the network vouched a
+/// heard line's sender was logged in as (IRCv3 `account-tag`), which
+/// approvals by account check. Added to any database without changing its
+/// version, so older builds keep opening it; [`CURRENT`] has it already.
+fn add_accounts(conn: &Connection) -> rusqlite::Result<()> {
+    let present: bool = conn.query_row(
+        "SELECT count(*) FROM pragma_table_info('messages') WHERE name = 'account'",
+        [],
+        |row| row.get(0),
+    )?;
+    if !present {
+        conn.execute_batch("ALTER TABLE messages ADD COLUMN account TEXT;")?;
+    }
     Ok(())
 }
 
@@ -149,7 +166,8 @@ CREATE TABLE messages (
     msgid TEXT,
     seq INTEGER NOT NULL DEFAULT 0,
     nick_key TEXT NOT NULL DEFAULT '',
-    kind INTEGER NOT NULL DEFAULT 0
+    kind INTEGER NOT NULL DEFAULT 0,
+    account TEXT
 );
 CREATE INDEX messages_by_channel_time ON messages(channel_id, ts, id);
 CREATE UNIQUE INDEX messages_by_msgid ON messages(channel_id, msgid)

@@ -686,8 +686,8 @@ impl Writer {
         let seq = self.next_seq(channel_id)?;
         self.conn
             .prepare_cached(
-                "INSERT INTO messages (channel_id, ts, nick, text, msgid, seq, nick_key, kind)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                "INSERT INTO messages (channel_id, ts, nick, text, msgid, seq, nick_key, kind, account)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
             )?
             .execute(params![
                 channel_id,
@@ -697,7 +697,8 @@ impl Writer {
                 message.msgid,
                 seq,
                 message.nick_key,
-                kind as i64
+                kind as i64,
+                message.account
             ])?;
         let id = self.conn.last_insert_rowid();
         if message.origin == Origin::Heard {
@@ -731,6 +732,7 @@ impl Writer {
             channel_id,
             channel_key: message.channel.key().to_owned(),
             nick_key: message.nick_key.clone(),
+            account: message.account.clone(),
         }))
     }
 }

@@ -472,6 +472,10 @@ pub(crate) fn channel_message(
         msgid: wire::tag(message, "msgid").map(str::to_owned),
         origin: Origin::Heard,
         kind: SenderKind::Human,
+        // `*` (or nothing) is a sender logged in to no account.
+        account: wire::tag(message, "account")
+            .filter(|a| !a.is_empty() && *a != "*")
+            .map(str::to_owned),
     })
 }
 

@@ -18,13 +18,14 @@ use super::{
 use crate::names::NameRules;
 
 /// Capabilities requested when the server offers them.
-const WANTED_CAPS: [&str; 6] = [
+const WANTED_CAPS: [&str; 7] = [
     "server-time",
     "message-tags",
     "echo-message",
     "multi-prefix",
     "batch",
     "draft/chathistory",
+    "account-tag",
 ];
 
 /// `_` suffixes tried on a taken nick, at most.
