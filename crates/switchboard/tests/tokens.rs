@@ -396,6 +396,12 @@ async fn the_web_view_follows_the_token_of_its_cookie() {
         .await
         .unwrap();
     assert_eq!(over.status(), StatusCode::TOO_MANY_REQUESTS);
+    let retry: u64 = over.headers()[header::RETRY_AFTER]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=60).contains(&retry), "{retry}");
     let long = post(json!({"channel": "#team-x", "text": "a\nb\nc\nd", "nick": "alice"}))
         .await
         .unwrap();

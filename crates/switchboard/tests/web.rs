@@ -163,6 +163,8 @@ async fn the_api_reads_writes_and_refuses_what_it_must() {
             "context must be",
         ),
         ("/api/around?channel=ops&seq=-2", "seq must be a position"),
+        ("/api/around?channel=ops&seq=99", "1 to 4 (got 99)"),
+        ("/api/messages?channel=ops&limit=many", "limit"),
         ("/api/nope", "there is no /api/nope in the web view's API"),
         (
             "/api/messages?channel=ops&before=-1",
@@ -251,6 +253,34 @@ async fn the_api_reads_writes_and_refuses_what_it_must() {
         .await
         .unwrap();
     assert_eq!(form.status(), 403);
+    // A body that is not JSON, or a method a path does not take: JSON
+    // errors like the rest.
+    let garbled = client
+        .post(server.url("/api/send"))
+        .header(header::ORIGIN, base(&server))
+        .header(header::CONTENT_TYPE, "application/json")
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(garbled.status(), 400);
+    let error: Value = garbled.json().await.unwrap();
+    assert!(error["error"].is_string(), "{error}");
+    let wrong = client
+        .delete(server.url("/api/channels"))
+        .header(header::ORIGIN, base(&server))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong.status(), 405);
+    let error: Value = wrong.json().await.unwrap();
+    assert!(
+        error["error"]
+            .as_str()
+            .unwrap()
+            .contains("does not take DELETE"),
+        "{error}"
+    );
     let (_, page) = get_json(&server, "/api/messages?channel=ops").await;
     assert_eq!(page["messages"].as_array().unwrap().len(), 4, "{page}");
 }

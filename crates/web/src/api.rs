@@ -3,20 +3,21 @@
 //!
 //! The person names themselves (`viewer` in queries, `nick` when sending);
 //! it must be a valid nick, and what they send is stored as a person's
-//! message (`kind: human`), as `switchboard say` does. Errors are
-//! `{"error": "…"}` with a 4xx status.
+//! message (`kind: human`), as `switchboard say` does, unless their token
+//! is an agent's. Errors are `{"error": "…"}` with a 4xx status, malformed
+//! queries and bodies included ([`Params`], [`Body`]).
 
 use std::sync::Arc;
 
 use axum::{
     Json, Router,
-    extract::{self, FromRequestParts, Query, Request},
+    extract::{self, FromRequest, FromRequestParts, Query, Request},
     middleware::{self, Next},
     response::{IntoResponse, Response},
     routing::{any, get, post},
 };
 use http::{HeaderMap, HeaderValue, StatusCode, header, request::Parts};
-use serde::Deserialize;
+use serde::{Deserialize, de::DeserializeOwned};
 use serde_json::{Value, json};
 use switchboard_chat::{Access, ChatTools, Nick};
 use switchboard_toolset::{Grant, Tokens, ToolError};
@@ -55,17 +56,41 @@ impl State {
 }
 
 /// A refusal: the status and what to tell the person.
-pub struct ApiError(StatusCode, String);
+pub struct ApiError {
+    status: StatusCode,
+    message: String,
+    /// Seconds to wait (`Retry-After`), for a refusal that passes.
+    retry_after: Option<u64>,
+}
 
 impl ApiError {
+    fn new(status: StatusCode, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            message: message.into(),
+            retry_after: None,
+        }
+    }
+
     fn bad(message: impl Into<String>) -> Self {
-        Self(StatusCode::BAD_REQUEST, message.into())
+        Self::new(StatusCode::BAD_REQUEST, message)
+    }
+
+    fn retry_after(mut self, seconds: u64) -> Self {
+        self.retry_after = Some(seconds);
+        self
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.0, Json(json!({"error": self.1}))).into_response()
+        let mut response = (self.status, Json(json!({"error": self.message}))).into_response();
+        if let Some(seconds) = self.retry_after {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        response
     }
 }
 
@@ -91,13 +116,14 @@ pub fn routes(state: State) -> Router {
         .route("/api/read", post(read))
         .route("/api/stream", get(stream::stream))
         .route("/api/{*rest}", any(no_such_path))
+        .method_not_allowed_fallback(wrong_method)
         .layer(middleware::from_fn(same_origin))
         .with_state(state)
 }
 
 /// Any other path under `/api/`: a JSON error like the API's others.
 async fn no_such_path(uri: http::Uri) -> ApiError {
-    ApiError(
+    ApiError::new(
         StatusCode::NOT_FOUND,
         format!(
             "there is no {} in the web view's API (see docs/web.md)",
@@ -106,11 +132,19 @@ async fn no_such_path(uri: http::Uri) -> ApiError {
     )
 }
 
+/// A path of the API asked with a method it does not take.
+async fn wrong_method(method: http::Method, uri: http::Uri) -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        format!("{} does not take {method} (see docs/web.md)", uri.path()),
+    )
+}
+
 /// Refuses state-changing requests that do not come from the page.
 async fn same_origin(request: Request, next: Next) -> Response {
     match security::same_origin(request.method(), request.headers()) {
         Ok(()) => next.run(request).await,
-        Err(why) => ApiError(StatusCode::FORBIDDEN, why.into()).into_response(),
+        Err(why) => ApiError::new(StatusCode::FORBIDDEN, why).into_response(),
     }
 }
 
@@ -129,9 +163,38 @@ impl FromRequestParts<State> for Allowed {
     }
 }
 
+/// A query string; one that does not fit is the API's JSON `400`.
+pub struct Params<T>(pub T);
+
+impl<S: std::marker::Send + Sync, T: DeserializeOwned> FromRequestParts<S> for Params<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        Query::<T>::from_request_parts(parts, state)
+            .await
+            .map(|Query(q)| Self(q))
+            .map_err(|e| ApiError::new(e.status(), e.body_text()))
+    }
+}
+
+/// A JSON body; one that is not JSON, or does not fit, is the API's JSON
+/// error (`400`, `415` or `422`, as axum judges it).
+pub struct Body<T>(pub T);
+
+impl<S: std::marker::Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
+        Json::<T>::from_request(request, state)
+            .await
+            .map(|Json(body)| Self(body))
+            .map_err(|e| ApiError::new(e.status(), e.body_text()))
+    }
+}
+
 /// A refusal of the token's rules: `403`.
 fn forbidden(e: ToolError) -> ApiError {
-    ApiError(StatusCode::FORBIDDEN, e.message().to_owned())
+    ApiError::new(StatusCode::FORBIDDEN, e.message().to_owned())
 }
 
 impl State {
@@ -184,7 +247,7 @@ struct Login {
 async fn login(
     extract::State(state): extract::State<State>,
     headers: HeaderMap,
-    Json(body): Json<Login>,
+    Body(body): Body<Login>,
 ) -> ApiResult {
     if !state.tokens.required() {
         return Ok(StatusCode::NO_CONTENT.into_response());
@@ -192,9 +255,9 @@ async fn login(
     let token = body.token.trim();
     let Some(grant) = state.tokens.check(token) else {
         tracing::warn!("the web view's login was refused: not one of the server's tokens");
-        return Err(ApiError(
+        return Err(ApiError::new(
             StatusCode::UNAUTHORIZED,
-            "that is not one of this server's tokens".into(),
+            "that is not one of this server's tokens",
         ));
     };
     tracing::info!(token = grant.name(), "the web view's login was accepted");
@@ -250,7 +313,7 @@ struct ViewerQuery {
 async fn channels(
     extract::State(state): extract::State<State>,
     allowed: Allowed,
-    Query(q): Query<ViewerQuery>,
+    Params(q): Params<ViewerQuery>,
 ) -> ApiResult {
     let viewer = state.viewer(q.viewer.as_deref(), &allowed)?;
     let mut summaries = state.chat.summaries(viewer.as_ref()).await?;
@@ -271,7 +334,7 @@ struct PageQuery {
 async fn messages(
     extract::State(state): extract::State<State>,
     allowed: Allowed,
-    Query(q): Query<PageQuery>,
+    Params(q): Params<PageQuery>,
 ) -> ApiResult {
     let channel = state.channel(&q.channel, &allowed)?;
     let viewer = state.viewer(q.viewer.as_deref(), &allowed)?;
@@ -307,7 +370,7 @@ struct AroundQuery {
 async fn around(
     extract::State(state): extract::State<State>,
     allowed: Allowed,
-    Query(q): Query<AroundQuery>,
+    Params(q): Params<AroundQuery>,
 ) -> ApiResult {
     let channel = state.channel(&q.channel, &allowed)?;
     let context = q.context.unwrap_or(20);
@@ -333,7 +396,7 @@ struct ChannelQuery {
 async fn members(
     extract::State(state): extract::State<State>,
     allowed: Allowed,
-    Query(q): Query<ChannelQuery>,
+    Params(q): Params<ChannelQuery>,
 ) -> ApiResult {
     let channel = state.channel(&q.channel, &allowed)?;
     let members = state.chat.members(&channel).await?;
@@ -350,7 +413,7 @@ struct SearchQuery {
 async fn search(
     extract::State(state): extract::State<State>,
     allowed: Allowed,
-    Query(q): Query<SearchQuery>,
+    Params(q): Params<SearchQuery>,
 ) -> ApiResult {
     let channel = q
         .channel
@@ -401,7 +464,7 @@ struct Send {
 async fn send(
     extract::State(state): extract::State<State>,
     allowed: Allowed,
-    Json(body): Json<Send>,
+    Body(body): Body<Send>,
 ) -> ApiResult {
     let channel = state.channel(&body.channel, &allowed)?;
     let nick = state.nick(&body.nick, "nick", &allowed)?;
@@ -409,12 +472,15 @@ async fn send(
         .chat
         .say(&channel, &nick, &body.text, &allowed.0)
         .await
-        .map_err(|e| match e.structured() {
-            // Over the token's sends a minute.
-            Some(s) if s.get("retry_after").is_some() => {
-                ApiError(StatusCode::TOO_MANY_REQUESTS, e.message().to_owned())
+        .map_err(|e| {
+            match e.structured().and_then(|s| s.get("retry_after")?.as_u64()) {
+                // Over the token's sends a minute.
+                Some(seconds) => {
+                    ApiError::new(StatusCode::TOO_MANY_REQUESTS, e.message().to_owned())
+                        .retry_after(seconds)
+                }
+                None => ApiError::bad(e.message()),
             }
-            _ => ApiError::bad(e.message()),
         })?;
     let ids: Vec<i64> = delivery.stored.iter().map(|m| m.id).collect();
     Ok(Json(json!({
@@ -438,7 +504,7 @@ struct Read {
 async fn read(
     extract::State(state): extract::State<State>,
     allowed: Allowed,
-    Json(body): Json<Read>,
+    Body(body): Body<Read>,
 ) -> ApiResult {
     let channel = state.channel(&body.channel, &allowed)?;
     let viewer = state.nick(&body.viewer, "viewer", &allowed)?;

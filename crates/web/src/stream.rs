@@ -17,7 +17,7 @@
 use std::{convert::Infallible, sync::Arc, time::Duration};
 
 use axum::{
-    extract::{Query, State},
+    extract::State,
     response::sse::{Event, KeepAlive, Sse},
 };
 use futures::{Stream, StreamExt};
@@ -41,7 +41,7 @@ pub async fn stream(
     State(state): State<api::State>,
     api::Allowed(access): api::Allowed,
     headers: HeaderMap,
-    Query(q): Query<StreamQuery>,
+    api::Params(q): api::Params<StreamQuery>,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     // Subscribed before the history is read: nothing falls in between.
     let feed = state.chat.feed();

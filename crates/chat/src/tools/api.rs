@@ -117,9 +117,13 @@ impl ChatTools {
         context: usize,
     ) -> Result<Vec<Message>, ToolError> {
         let id = self.known(channel)?;
-        if seq < 1 {
+        let newest = self.history.last_seq(channel.key()).map_err(fail)?;
+        if newest == 0 {
+            return Err(ToolError::new(format!("{channel} has no messages yet")));
+        }
+        if !(1..=newest).contains(&seq) {
             return Err(ToolError::new(format!(
-                "seq must be a position of {channel}, 1 or more (got {seq})"
+                "seq must be a position of {channel}, 1 to {newest} (got {seq})"
             )));
         }
         let end = seq.saturating_add(context as i64 + 1);
