@@ -280,7 +280,8 @@ struct Route {
 enum Way {
     /// MCP over a child's stdin/stdout: `serve --stdio` or a shim.
     Mcp {
-        child: Server,
+        // Boxed: a child is much larger than a link.
+        child: Box<Server>,
         connection: StdioConnection,
     },
     /// The relay protocol, straight from the benchmark to a socket.
@@ -291,6 +292,7 @@ impl Route {
     /// MCP to `child` (handshake done, one call checked).
     async fn mcp(mut child: Server, tool: &'static str, arguments: Value) -> anyhow::Result<Self> {
         let connection = StdioConnection::open(&mut child.child).await?;
+        let child = Box::new(child);
         Self::checked(Way::Mcp { child, connection }, tool, arguments).await
     }
 

@@ -165,7 +165,7 @@ pub struct Welcome {
 /// # }
 /// ```
 pub struct Link {
-    writer: tokio::sync::Mutex<OwnedWriteHalf>,
+    writer: Arc<tokio::sync::Mutex<OwnedWriteHalf>>,
     pending: Pending,
     next_id: AtomicI64,
     closed: watch::Receiver<Option<String>>,
@@ -240,7 +240,7 @@ impl Link {
         ));
         Ok((
             Self {
-                writer: tokio::sync::Mutex::new(writer),
+                writer: Arc::new(tokio::sync::Mutex::new(writer)),
                 pending,
                 next_id: AtomicI64::new(1),
                 closed,
@@ -375,6 +375,12 @@ impl Link {
                 return Err(LinkError::Timeout(timeout));
             }
         }
+        // Dropped before an outcome (the caller was cancelled): the
+        // application is told, and stops the call.
+        let unanswered = Unanswered {
+            writer: self.writer.clone(),
+            id: Some(id.clone()),
+        };
         let mut closed = self.closed.clone();
         // A response that arrived just before the close still counts.
         let outcome = tokio::select! {
@@ -383,11 +389,40 @@ impl Link {
             _ = closed.wait_for(Option::is_some) => Err(LinkError::Closed(closed_reason(&self.closed))),
             () = tokio::time::sleep_until(deadline) => Err(LinkError::Timeout(timeout)),
         };
+        unanswered.answered();
         self.pending.lock().expect("pending lock").remove(&id);
         match outcome? {
             Outcome::Result(value) => Ok(value),
             Outcome::Error(body) => Err(LinkError::Remote(body)),
         }
+    }
+}
+
+/// A request written and not yet answered. Dropped so (its caller was
+/// cancelled), it sends a `cancel` for the request: the application stops
+/// the call rather than run it for nobody.
+struct Unanswered {
+    writer: Arc<tokio::sync::Mutex<OwnedWriteHalf>>,
+    id: Option<RequestId>,
+}
+
+impl Unanswered {
+    fn answered(mut self) {
+        self.id = None;
+    }
+}
+
+impl Drop for Unanswered {
+    fn drop(&mut self) {
+        let (Some(id), Ok(runtime)) = (self.id.take(), tokio::runtime::Handle::try_current())
+        else {
+            return;
+        };
+        let writer = self.writer.clone();
+        runtime.spawn(async move {
+            let line = protocol::encode(&Message::Cancel { id });
+            let _ = writer.lock().await.write_all(&line).await;
+        });
     }
 }
 
@@ -545,7 +580,7 @@ async fn read_loop(
                 Message::Error { message } => {
                     tracing::warn!(%message, "the application reported an error");
                 }
-                Message::Hello { .. } | Message::Request { .. } => {
+                Message::Hello { .. } | Message::Request { .. } | Message::Cancel { .. } => {
                     break "the application sent a client message".to_owned();
                 }
             },

@@ -65,6 +65,11 @@ pub enum Message {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         params: Option<Map<String, Value>>,
     },
+    /// Client → application: the client no longer wants the answer to
+    /// request `id` (its agent cancelled the call, or left). The application
+    /// stops the call if it is still running; the request still gets its
+    /// one response (an error, unless the call finished first).
+    Cancel { id: RequestId },
     /// Application → client: exactly one per request.
     Response {
         id: RequestId,
@@ -100,6 +105,8 @@ pub enum ErrorCode {
     UnknownTool,
     InvalidRequest,
     Internal,
+    /// The client cancelled the call (see [`Message::Cancel`]).
+    Cancelled,
     /// A code this crate does not know (from a newer peer).
     #[serde(other)]
     Other,

@@ -23,7 +23,7 @@ use tokio::{
         UnixStream,
         unix::{OwnedReadHalf, OwnedWriteHalf, UCred},
     },
-    sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch},
+    sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch},
     task::JoinSet,
 };
 use tracing::Instrument as _;
@@ -566,6 +566,7 @@ async fn connection(stream: UnixStream, shared: Arc<Shared>, number: u64) {
 
     let permits = Arc::new(Semaphore::new(max_in_flight));
     let mut calls = JoinSet::new();
+    let running = Running::default();
     loop {
         let read = tokio::select! {
             biased;
@@ -585,6 +586,10 @@ async fn connection(stream: UnixStream, shared: Arc<Shared>, number: u64) {
                 calls.spawn(async move { shared.handler.event(peer, event).await });
                 continue;
             }
+            Step::Cancel(id) => {
+                running.cancel(&id);
+                continue;
+            }
             Step::Call {
                 id,
                 name,
@@ -595,6 +600,7 @@ async fn connection(stream: UnixStream, shared: Arc<Shared>, number: u64) {
                     () = stopped(&mut stop) => break,
                     permit = permits.clone().acquire_owned() => permit.expect("never closed"),
                 };
+                let cancelled = running.start(&id);
                 let call = run_call(
                     shared.clone(),
                     peer.clone(),
@@ -603,6 +609,7 @@ async fn connection(stream: UnixStream, shared: Arc<Shared>, number: u64) {
                     arguments,
                     tx.clone(),
                     permit,
+                    cancelled,
                 );
                 calls.spawn(call);
                 while calls.try_join_next().is_some() {}
@@ -704,12 +711,72 @@ enum Step {
     },
     /// Hand an agreed event to the handler.
     Event(Event),
+    /// Stop the call with this id, if it is still running.
+    Cancel(RequestId),
     /// Nothing to answer.
     Ignore,
     /// Say this, then close the connection.
     Close(Message),
     /// The client is gone.
     End,
+}
+
+/// A connection's calls in flight that its client may cancel, by request
+/// id (a later request reusing an id in flight takes its place).
+#[derive(Default)]
+struct Running(Arc<Mutex<RunningCalls>>);
+
+#[derive(Default)]
+struct RunningCalls {
+    serial: u64,
+    calls: HashMap<RequestId, (u64, oneshot::Sender<()>)>,
+}
+
+/// What a call listens on for its cancellation; its drop forgets the call.
+struct Cancelled {
+    running: Arc<Mutex<RunningCalls>>,
+    id: RequestId,
+    serial: u64,
+    signal: oneshot::Receiver<()>,
+}
+
+impl Running {
+    fn start(&self, id: &RequestId) -> Cancelled {
+        let (tx, signal) = oneshot::channel();
+        let mut running = self.0.lock().expect("running calls lock");
+        running.serial += 1;
+        let serial = running.serial;
+        running.calls.insert(id.clone(), (serial, tx));
+        Cancelled {
+            running: self.0.clone(),
+            id: id.clone(),
+            serial,
+            signal,
+        }
+    }
+
+    fn cancel(&self, id: &RequestId) {
+        let call = self.0.lock().expect("running calls lock").calls.remove(id);
+        match call {
+            Some((_, tx)) => {
+                let _ = tx.send(());
+            }
+            None => tracing::debug!(?id, "a cancel for no call in flight"),
+        }
+    }
+}
+
+impl Drop for Cancelled {
+    fn drop(&mut self) {
+        let mut running = self.running.lock().expect("running calls lock");
+        if running
+            .calls
+            .get(&self.id)
+            .is_some_and(|(serial, _)| *serial == self.serial)
+        {
+            running.calls.remove(&self.id);
+        }
+    }
 }
 
 /// Decides what to do with what the client sent after its hello.
@@ -761,6 +828,7 @@ fn step(read: std::io::Result<Read>, shared: &Shared, peer: &PeerInfo) -> Step {
             tracing::debug!(%message, "the client reported an error");
             Step::Ignore
         }
+        Ok(Read::Message(Message::Cancel { id })) => Step::Cancel(id),
         Ok(Read::Message(other)) => Step::Reply(Message::Error {
             message: format!("a client does not send {} messages", kind(&other)),
         }),
@@ -786,6 +854,7 @@ fn kind(message: &Message) -> &'static str {
         Message::Notify { .. } => "notify",
         Message::Event { .. } => "event",
         Message::Error { .. } => "error",
+        Message::Cancel { .. } => "cancel",
     }
 }
 
@@ -877,6 +946,7 @@ pub(crate) fn parse_call(
     Ok((name, arguments))
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn run_call(
     shared: Arc<Shared>,
     peer: Arc<PeerInfo>,
@@ -885,10 +955,30 @@ async fn run_call(
     arguments: Map<String, Value>,
     replies: mpsc::Sender<Outgoing>,
     _permit: OwnedSemaphorePermit,
+    mut cancelled: Cancelled,
 ) {
+    // A call its client cancels is dropped, and what it started with it.
+    let reply = tokio::select! {
+        reply = answer_call(&shared, peer, id.clone(), name, arguments) => reply,
+        Ok(()) = &mut cancelled.signal => {
+            tracing::debug!(?id, "the client cancelled a call");
+            Message::error_response(id, ErrorCode::Cancelled, "the client cancelled the call")
+        }
+    };
+    let _ = replies.send(Outgoing::Send(reply)).await;
+}
+
+/// The response to a call: the handler's result, or why there is none.
+async fn answer_call(
+    shared: &Shared,
+    peer: Arc<PeerInfo>,
+    id: RequestId,
+    name: String,
+    arguments: Map<String, Value>,
+) -> Message {
     let table = shared.table();
     let arguments = Value::Object(arguments);
-    let reply = match table.validate(&name, &arguments) {
+    match table.validate(&name, &arguments) {
         None => {
             Message::error_response(id, ErrorCode::UnknownTool, format!("no tool named {name}"))
         }
@@ -920,8 +1010,7 @@ async fn run_call(
                 }
             }
         }
-    };
-    let _ = replies.send(Outgoing::Send(reply)).await;
+    }
 }
 
 fn result_message(id: RequestId, result: &ToolResult) -> Message {

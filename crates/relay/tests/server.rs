@@ -301,6 +301,45 @@ async fn calls_run_concurrently_and_answer_out_of_order() {
     server.stop().await;
 }
 
+/// A `cancel` stops the call: the handler's future is dropped (its gate
+/// permit is never taken) and the request is answered `cancelled`. A Link
+/// request whose future is dropped sends the cancel itself.
+#[tokio::test]
+async fn a_cancelled_call_is_dropped_and_answered_cancelled() {
+    let server = Running::start().await;
+    let mut raw = Raw::hello(&server.path).await;
+    raw.send(r#"{"type":"request","id":9,"method":"tools/call","params":{"name":"gated","arguments":{}}}"#)
+        .await;
+    server.entered().await;
+    raw.send(r#"{"type":"cancel","id":9}"#).await;
+    let answer = raw.recv().await;
+    assert_eq!(answer["id"], 9, "{answer}");
+    assert_eq!(answer["error"]["code"], "cancelled", "{answer}");
+    // A cancel for nothing in flight changes nothing.
+    raw.send(r#"{"type":"cancel","id":10}"#).await;
+    raw.send(r#"{"type":"request","id":11,"method":"tools/list"}"#)
+        .await;
+    assert_eq!(raw.recv().await["id"], 11);
+
+    let (link, _events) = link(&server.path).await;
+    let gave_up = tokio::time::timeout(Duration::from_millis(300), async {
+        let waiting = call(&link, "gated", json!({}));
+        tokio::pin!(waiting);
+        tokio::select! {
+            _ = &mut waiting => unreachable!("the gate is shut"),
+            () = server.entered() => std::future::pending::<()>().await,
+        }
+    })
+    .await;
+    assert!(gave_up.is_err());
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Neither call is waiting at the gate any more: a permit stays unused.
+    server.gate.add_permits(1);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(server.gate.available_permits(), 1);
+    server.stop().await;
+}
+
 #[tokio::test]
 async fn calls_beyond_the_in_flight_limit_wait_their_turn() {
     let server = Running::start_with(|o| o.max_in_flight(2)).await;

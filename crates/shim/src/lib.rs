@@ -25,10 +25,11 @@ pub mod stdio;
 mod upstream;
 
 use std::{
+    collections::HashMap,
     fs::OpenOptions,
     path::{Path, PathBuf},
     sync::{
-        Arc,
+        Arc, Mutex,
         atomic::{AtomicBool, Ordering},
     },
     time::Duration,
@@ -241,6 +242,10 @@ fn log_to(path: &Path) -> Result<(), ShimError> {
 /// How often a relayed call with a progress token reports progress.
 const PROGRESS_EVERY: Duration = Duration::from_secs(10);
 
+/// How long calls in flight may finish after the client closed stdin,
+/// before they are cancelled (as `serve --stdio` does).
+const LEFT_CALLS_GRACE: Duration = Duration::from_secs(10);
+
 /// What the reading side and the notifying side share about the client.
 #[derive(Default)]
 struct Client {
@@ -284,6 +289,7 @@ where
         client: Arc::new(Client::default()),
         out,
         in_flight: TaskTracker::new(),
+        running: Arc::default(),
     };
     tokio::spawn(forward_upward(
         upward,
@@ -293,9 +299,20 @@ where
     tokio::spawn(shim.upstream.clone().watch());
     let served = async {
         shim.read(input).await;
-        // The client closed stdin: finish what is in flight, then stop.
+        // The client closed stdin: finish what is in flight (a client that
+        // piped its requests in still gets the replies) for a while, then
+        // cancel the rest, so the application stops them too.
         shim.in_flight.close();
-        let _ = tokio::time::timeout(longest_call, shim.in_flight.wait()).await;
+        let finishing = longest_call.min(LEFT_CALLS_GRACE);
+        if tokio::time::timeout(finishing, shim.in_flight.wait())
+            .await
+            .is_err()
+        {
+            shim.cancel_all();
+            let _ = tokio::time::timeout(Duration::from_secs(1), shim.in_flight.wait()).await;
+            // The cancels are written by tasks of their own.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
         let _ = shim.out.send(String::new());
         let _ = tokio::time::timeout(Duration::from_secs(2), writer).await;
     };
@@ -342,6 +359,9 @@ struct Shim {
     out: mpsc::UnboundedSender<String>,
     /// The requests being answered.
     in_flight: TaskTracker,
+    /// How to stop each request being answered, by id: the client may
+    /// cancel it (`notifications/cancelled`).
+    running: Arc<Mutex<HashMap<Id, tokio::task::AbortHandle>>>,
 }
 
 impl Shim {
@@ -378,7 +398,11 @@ impl Shim {
             return;
         };
         let Kind::Request(id) = message.kind().clone() else {
-            notification(&self.upstream, &self.client, &method, message.params());
+            if method == "notifications/cancelled" {
+                self.cancel(message.params());
+            } else {
+                notification(&self.upstream, &self.client, &method, message.params());
+            }
             return;
         };
         // The classifier let through requests whose params are an object,
@@ -390,22 +414,52 @@ impl Shim {
             },
             _ => Map::new(),
         };
-        let (upstream, client, out) =
-            (self.upstream.clone(), self.client.clone(), self.out.clone());
-        self.in_flight.spawn(async move {
+        let (upstream, client, out, running) = (
+            self.upstream.clone(),
+            self.client.clone(),
+            self.out.clone(),
+            self.running.clone(),
+        );
+        let key = id.clone();
+        let mut calls = self.running.lock().expect("running lock");
+        let task = self.in_flight.spawn(async move {
             let progress = progress_token(&params)
                 .map(|token| tokio::spawn(report_progress(token, out.clone())));
             let reply = match handle(&upstream, &id, &method, params, &client).await {
                 Ok(result) => {
-                    json!({"jsonrpc": "2.0", "id": Value::from(id), "result": result}).to_string()
+                    json!({"jsonrpc": "2.0", "id": Value::from(id.clone()), "result": result})
+                        .to_string()
                 }
                 Err(rejection) => rejection.to_json(),
             };
             if let Some(progress) = progress {
                 progress.abort();
             }
+            running.lock().expect("running lock").remove(&id);
             let _ = out.send(reply);
         });
+        calls.insert(key, task.abort_handle());
+    }
+
+    /// `notifications/cancelled`: the request it names is dropped unanswered,
+    /// as MCP has it; a relayed call in it tells the application to stop.
+    fn cancel(&self, params: Option<&Value>) {
+        let Some(id) = params
+            .and_then(|p| p.get("requestId"))
+            .and_then(Id::from_json)
+        else {
+            return;
+        };
+        if let Some(task) = self.running.lock().expect("running lock").remove(&id) {
+            tracing::debug!(?id, "the client cancelled a request");
+            task.abort();
+        }
+    }
+
+    fn cancel_all(&self) {
+        for (_, task) in self.running.lock().expect("running lock").drain() {
+            task.abort();
+        }
     }
 }
 

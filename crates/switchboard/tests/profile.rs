@@ -9,7 +9,10 @@ mod docs_site;
 
 use std::{os::unix::fs::PermissionsExt, path::PathBuf, time::Duration};
 
-use common::{Client, call, command, is_error, stdio_client_with, text};
+use common::{
+    Client, Daemon, RawClient, call, command, is_error, runtime_dir, stdio_client_with,
+    switchboard, text,
+};
 use docs_site::TestSite;
 use rmcp::model::{GetPromptRequestParams, ProtocolVersion, ReadResourceRequestParams};
 use serde_json::{Value, json};
@@ -401,6 +404,56 @@ async fn a_cancelled_cli_call_stops_its_command() {
         let status = call(&client, "cli_status", json!({})).await;
         assert!(!is_error(&status), "{}", text(&status));
     }
+}
+
+/// The daemon serving the profile and an agent on a shim, as a desktop
+/// host runs them: a call the agent's host cancels stops its command in the
+/// daemon too (the shim passes the cancel on over the relay).
+#[tokio::test]
+async fn a_call_cancelled_through_the_shim_stops_its_command_in_the_daemon() {
+    let setup = Setup::new("").await;
+    let mut config = std::fs::read_to_string(setup.config_path()).unwrap();
+    config.push_str(&format!(
+        "[commands]\ntimeout_s = 120\n[commands.env]\nPATH = \"{}:/usr/bin:/bin\"\n",
+        setup.bin().display()
+    ));
+    std::fs::write(setup.config_path(), config).unwrap();
+    let runtime = runtime_dir();
+    let socket = setup.dir.path().join("relay.sock");
+    let config = setup.config_path();
+    let daemon = Daemon::start(
+        &socket,
+        runtime.path(),
+        &["--profile", "imqueue", "--config", config.to_str().unwrap()],
+    )
+    .await;
+    let agent = RawClient::spawn(switchboard(
+        &[
+            "shim",
+            "--socket",
+            socket.to_str().unwrap(),
+            "--nick",
+            "worker",
+        ],
+        runtime.path(),
+    ));
+    agent.initialize().await;
+    agent
+        .send_line(r#"{"jsonrpc":"2.0","id":77,"method":"tools/call","params":{"name":"logs","arguments":{}}}"#)
+        .await;
+    let pid = setup.grandchild().await;
+    agent
+        .notify("notifications/cancelled", json!({"requestId": 77}))
+        .await;
+    assert!(
+        wait_gone(pid, Duration::from_secs(5)),
+        "the cancelled call's grandchild {pid} was left running\n{}",
+        daemon.log()
+    );
+    // The session goes on.
+    let status = agent.call("cli_status", json!({})).await;
+    assert_eq!(status["isError"], false, "{status}");
+    assert!(daemon.stop().await.success());
 }
 
 /// A stdio client that leaves while a command runs: switchboard waits a
