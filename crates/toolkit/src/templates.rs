@@ -71,6 +71,38 @@ pub(crate) fn print_none_as_nothing(env: &mut Environment<'_>) {
     });
 }
 
+/// Refuses a template (config key `key`) that uses a variable that is none
+/// of `known` (its parameters) nor a global of `env` (`range`, …).
+fn check_variables(
+    env: &Environment<'_>,
+    key: &str,
+    template: &str,
+    known: &[&str],
+) -> Result<(), ConfigError> {
+    let compiled = env
+        .get_template(template)
+        .map_err(|e| ConfigError::new(key, e.to_string()))?;
+    let mut unknown: Vec<String> = compiled
+        .undeclared_variables(false)
+        .into_iter()
+        .filter(|name| !known.contains(&name.as_str()))
+        .filter(|name| !env.globals().any(|(global, _)| global == name))
+        .collect();
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    unknown.sort();
+    Err(ConfigError::new(
+        key,
+        format!(
+            "uses {}, which {} not a parameter of the tool (its parameters: {})",
+            unknown.join(", "),
+            if unknown.len() == 1 { "is" } else { "are" },
+            if known.is_empty() { "none".to_owned() } else { known.join(", ") }
+        ),
+    ))
+}
+
 impl TemplateTools {
     /// Checks `configs` (the `[[templates]]` sections), loads and compiles
     /// every template; `profile_dir` is where template files are found.
@@ -141,6 +173,17 @@ impl TemplateTools {
                 }
                 None => None,
             };
+            // A misspelt parameter would fail only when an agent calls the tool.
+            let mut known: Vec<&str> = schema.names().collect();
+            let (file_or_source, command_key) = (
+                format!("{key}.{}", if config.file.is_some() { "file" } else { "source" }),
+                format!("{key}.command"),
+            );
+            if let Some(name) = &command {
+                check_variables(&env, &command_key, name, &known)?;
+                known.push("command");
+            }
+            check_variables(&env, &file_or_source, &template, &known)?;
             tools.push(
                 templates.len(),
                 declared_reader(
@@ -405,7 +448,7 @@ Run: {{ command }}"""
     #[tokio::test]
     async fn a_render_error_names_the_file_and_line() {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("t.j2"), "line one\n{{ nme }}\n").unwrap();
+        std::fs::write(dir.path().join("t.j2"), "line one\n{{ name.nope.deeper }}\n").unwrap();
         let config = r#"
             [[templates]]
             tool = "t"
@@ -469,6 +512,17 @@ Run: {{ command }}"""
             "{err}"
         );
         let err = make("source = \"x\"\ncommand = \"{{\"");
+        assert_eq!(err.key(), "templates[0].command");
+        // A misspelt parameter, at start rather than at the first call.
+        let err = make(
+            "source = \"{% for m in methods %}{{ nme }}{% endfor %}{{ range(2) }}\"\ninput_schema = { properties = { name = {}, methods = {} } }",
+        );
+        assert_eq!(err.key(), "templates[0].source");
+        assert_eq!(
+            err.message(),
+            "uses nme, which is not a parameter of the tool (its parameters: methods, name)"
+        );
+        let err = make("source = \"x\"\ncommand = \"run {{ nam }}\"");
         assert_eq!(err.key(), "templates[0].command");
         let err = make(
             "source = \"x\"\ncommand = \"c\"\ninput_schema = { properties = { command = {} } }",
