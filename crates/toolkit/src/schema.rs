@@ -108,6 +108,16 @@ impl InputSchema {
         self.properties.get(name)
     }
 
+    /// The parameters the schema's `required` lists.
+    pub(crate) fn required(&self) -> impl Iterator<Item = &str> {
+        self.exposed
+            .get("required")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+    }
+
     /// The declared parameter names, in order.
     pub(crate) fn names(&self) -> impl Iterator<Item = &str> {
         self.properties.keys().map(String::as_str)

@@ -98,7 +98,11 @@ fn check_variables(
             "uses {}, which {} not a parameter of the tool (its parameters: {})",
             unknown.join(", "),
             if unknown.len() == 1 { "is" } else { "are" },
-            if known.is_empty() { "none".to_owned() } else { known.join(", ") }
+            if known.is_empty() {
+                "none".to_owned()
+            } else {
+                known.join(", ")
+            }
         ),
     ))
 }
@@ -176,7 +180,14 @@ impl TemplateTools {
             // A misspelt parameter would fail only when an agent calls the tool.
             let mut known: Vec<&str> = schema.names().collect();
             let (file_or_source, command_key) = (
-                format!("{key}.{}", if config.file.is_some() { "file" } else { "source" }),
+                format!(
+                    "{key}.{}",
+                    if config.file.is_some() {
+                        "file"
+                    } else {
+                        "source"
+                    }
+                ),
                 format!("{key}.command"),
             );
             if let Some(name) = &command {
@@ -448,7 +459,11 @@ Run: {{ command }}"""
     #[tokio::test]
     async fn a_render_error_names_the_file_and_line() {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("t.j2"), "line one\n{{ name.nope.deeper }}\n").unwrap();
+        std::fs::write(
+            dir.path().join("t.j2"),
+            "line one\n{{ name.nope.deeper }}\n",
+        )
+        .unwrap();
         let config = r#"
             [[templates]]
             tool = "t"

@@ -78,6 +78,14 @@ timeout_s = 2
 [actions.input_schema]
 required = ["behaviour"]
 properties.behaviour = { enum = ["tree", "prompt"] }
+
+[[actions]]
+tool = "write"
+description = "Echoes a file name."
+argv = ["echo", "{file}"]
+[actions.input_schema]
+required = ["file"]
+properties.file = { type = "string" }
 "#;
 
 struct Fake {
@@ -357,6 +365,15 @@ async fn bad_input_is_refused_with_a_clear_error() {
         let err = call(&f.tools, "run", args.clone()).await.unwrap_err();
         assert!(err.message().contains(needle), "{args}: {err}");
     }
+    // An empty required text would be no argument at all, and the next
+    // one would take its place.
+    let err = call(&f.tools, "write", json!({"file": ""}))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.message(),
+        "write: file is required and must not be empty"
+    );
     // An undeclared name never reaches the toolset: the registry finds no
     // tool by it and the transport answers "unknown tool".
     assert!(f.tools.tool_id("nope").is_none());

@@ -147,6 +147,17 @@ impl Toolset for CommandTools {
         let (tool, action) = (spec.name.as_str(), &self.actions[index]);
         Box::pin(async move {
             let mut params = action.schema.check(tool, args)?;
+            // An empty text renders as no argument at all: a required one
+            // would let the next argument (a dry-run flag) take its place.
+            if let Some(empty) = action
+                .schema
+                .required()
+                .find(|name| params.get(*name).and_then(Value::as_str) == Some(""))
+            {
+                return Err(ToolError::new(format!(
+                    "{tool}: {empty} is required and must not be empty"
+                )));
+            }
             let apply = params.remove("apply") == Some(Value::Bool(true));
             match action.kind {
                 ActionKind::Status => self.status(action).await,
