@@ -73,14 +73,15 @@ impl HostPolicy {
             return Ok(());
         }
         let host_text = host.to_string();
-        if scheme == "http" && self.https.iter().any(|p| p.same_host(url)) {
-            return Err(Refusal::PlainHttp(host_text));
-        }
+        // The host is listed for this scheme, on another port.
         if candidates.iter().any(|p| p.same_host(url)) {
             return Err(Refusal::PortNotListed {
                 host: host_text,
                 port: url.port_or_known_default().unwrap_or_default(),
             });
+        }
+        if scheme == "http" && self.https.iter().any(|p| p.same_host(url)) {
+            return Err(Refusal::PlainHttp(host_text));
         }
         if matches!(host, Host::Ipv4(_) | Host::Ipv6(_)) {
             return Err(Refusal::IpNotListed(host_text));
@@ -413,6 +414,18 @@ mod tests {
         check("https://IMQUEUE.org:443/docs/").unwrap();
         check("http://127.0.0.1:8123/llms.txt").unwrap();
         check("https://127.0.0.1:8123/llms.txt").unwrap();
+    }
+
+    #[test]
+    fn a_host_listed_for_plain_http_on_another_port_is_a_port_refusal() {
+        let policy = HostPolicy::new(
+            vec![HostPattern::parse("127.0.0.1").unwrap()],
+            vec![HostPattern::parse("127.0.0.1:8124").unwrap()],
+        );
+        assert!(matches!(
+            policy.check(&Url::parse("http://127.0.0.1:9/").unwrap()),
+            Err(Refusal::PortNotListed { port: 9, .. })
+        ));
     }
 
     #[test]
