@@ -293,7 +293,7 @@ async fn output_is_capped_to_its_tail_and_says_how_much_was_dropped() {
     );
     assert!(
         out.text.contains(&format!(
-            "[output truncated: the first {} bytes were dropped; the last 4096 follow]\n",
+            "[output truncated: the first {} bytes were dropped; the rest follows]\n",
             total - 4096
         )),
         "{}",

@@ -512,7 +512,11 @@ fn scalar_text(name: &str, value: Option<&Value>) -> Result<Option<String>, Tool
         None | Some(Value::Null) => return Ok(None),
         Some(Value::String(s)) if s.is_empty() => return Ok(None),
         Some(Value::String(s)) => s.clone(),
-        Some(Value::Number(n)) => n.to_string(),
+        // `3.0` is the integer 3 to JSON Schema, and to the program.
+        Some(Value::Number(n)) => match n.as_f64() {
+            Some(f) if n.is_f64() && f.fract() == 0.0 && f.abs() < 9e15 => (f as i64).to_string(),
+            _ => n.to_string(),
+        },
         Some(Value::Bool(b)) => b.to_string(),
         Some(Value::Array(_) | Value::Object(_)) => {
             return Err(ToolError::new(format!(
@@ -742,6 +746,13 @@ mod tests {
         rendered.insert_options(&["--dry-run".into()]);
         assert_eq!(rendered.args, ["rm", "--dry-run", "--", "-rf"]);
         assert_eq!(rendered.end_of_options, Some(2));
+    }
+
+    #[test]
+    fn a_whole_number_sent_as_a_float_is_an_integer_argument() {
+        assert_eq!(render(r#"["{n}"]"#, json!({"n": 3.0})).unwrap(), ["3"]);
+        assert_eq!(render(r#"["{n}"]"#, json!({"n": 2.5})).unwrap(), ["2.5"]);
+        assert_eq!(render(r#"["{n}"]"#, json!({"n": 7})).unwrap(), ["7"]);
     }
 
     #[test]

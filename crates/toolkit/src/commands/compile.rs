@@ -139,10 +139,14 @@ fn seconds(key: &str, value: f64, max: f64, zero_ok: bool) -> Result<Duration, C
     if value.is_finite() && low_ok && value <= max {
         Ok(Duration::from_secs_f64(value))
     } else {
-        let low = if zero_ok { "0" } else { "more than 0" };
+        let range = if zero_ok {
+            format!("from 0 to {max} seconds")
+        } else {
+            format!("more than 0 and at most {max} seconds")
+        };
         Err(ConfigError::new(
             key,
-            format!("must be {low} and at most {max} seconds (got {value})"),
+            format!("must be {range} (got {value})"),
         ))
     }
 }

@@ -89,9 +89,8 @@ pub(super) fn output_block(finished: &Finished) -> String {
         body
     } else {
         format!(
-            "[output truncated: the first {} bytes were dropped; the last {} follow]\n{body}",
+            "[output truncated: the first {} bytes were dropped; the rest follows]\n{body}",
             finished.dropped,
-            finished.output.len()
         )
     }
 }
