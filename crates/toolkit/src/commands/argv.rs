@@ -750,9 +750,18 @@ mod tests {
 
     #[test]
     fn a_whole_number_sent_as_a_float_is_an_integer_argument() {
-        assert_eq!(render(r#"["{n}"]"#, json!({"n": 3.0})).unwrap(), ["3"]);
-        assert_eq!(render(r#"["{n}"]"#, json!({"n": 2.5})).unwrap(), ["2.5"]);
-        assert_eq!(render(r#"["{n}"]"#, json!({"n": 7})).unwrap(), ["7"]);
+        assert_eq!(
+            render(r#"["{count}"]"#, json!({"count": 3.0})).unwrap(),
+            ["3"]
+        );
+        assert_eq!(
+            render(r#"["{count}"]"#, json!({"count": 2.5})).unwrap(),
+            ["2.5"]
+        );
+        assert_eq!(
+            render(r#"["{count}"]"#, json!({"count": 7})).unwrap(),
+            ["7"]
+        );
     }
 
     #[test]
