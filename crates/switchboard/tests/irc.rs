@@ -145,6 +145,7 @@ on_both_servers!(
     two_switchboards_sharing_a_data_dir_record_each_line_once,
     a_person_who_takes_a_gone_agents_nick_is_a_person,
     a_send_cut_off_part_way_says_how_much_arrived,
+    a_ban_says_whose_join_was_refused,
 );
 
 /// RFC 1459's nine-character nicks (stock ngIRCd's): the default observer
@@ -607,6 +608,38 @@ async fn a_send_cut_off_part_way_says_how_much_arrived(kind: ServerKind) {
             stored.len()
         )),
         "{said}\nstored: {stored:?}"
+    );
+}
+
+/// A channel that bans the agent, or switchboard's own connection: the
+/// send fails naming whose join was refused and what to do.
+async fn a_ban_says_whose_join_was_refused(kind: ServerKind) {
+    let server = IrcServer::start(kind, ServerOptions::default()).await;
+    let (carol, bridge) =
+        tokio::join!(Human::connect(&server, "carol"), Bridge::start(&server, ""));
+    for (channel, banned) in [("#noalice", "alice"), ("#nobots", "switchboard")] {
+        carol.join(channel).await;
+        carol
+            .send_raw(&format!("MODE {channel} +b {banned}!*@*"))
+            .await;
+        carol
+            .expect(|l| l.command == "MODE" && l.param(0) == Some(channel), WAIT)
+            .await;
+    }
+    let refused = bridge.send("#noalice", "alice", "let me in").await;
+    assert!(is_error(&refused));
+    let said = common::text(&refused);
+    assert!(
+        said.starts_with("not delivered: alice: cannot join #noalice"),
+        "{said}"
+    );
+    let refused = bridge.send("#nobots", "bob", "hello").await;
+    assert!(is_error(&refused));
+    let said = common::text(&refused);
+    assert!(
+        said.contains("switchboard's own connection (switchboard) cannot join #nobots")
+            && said.contains("ask the channel's operators to let switchboard in"),
+        "{said}"
     );
 }
 

@@ -862,7 +862,18 @@ impl Inner {
     ) -> Result<Delivery, ChatError> {
         // The observer must be in the channel before anyone speaks there. The
         // history learns of the channel when it records the lines.
-        self.observer.join(channel).await.map_err(network)?;
+        self.observer.join(channel).await.map_err(|e| match e {
+            ConnError::Join { reason, .. } => {
+                let observer = match self.observer.status() {
+                    Status::Registered { nick } => nick,
+                    _ => "switchboard".into(),
+                };
+                ChatError::Network(format!(
+                    "not delivered: switchboard's own connection ({observer}) cannot join {channel}: {reason}. switchboard must be in a channel to confirm what is said there; ask the channel's operators to let {observer} in"
+                ))
+            }
+            other => network(other),
+        })?;
         let in_use = self.sender(sender, kind);
         let connection = &in_use.connection;
         if let Err(e) = connection.ready().await {
@@ -907,6 +918,7 @@ impl Inner {
                         "not confirmed: the IRC connection dropped before the server confirmed the lines to {channel}; they may or may not have been delivered"
                     ),
                     ConnError::Rejected { .. } => e.to_string(),
+                    ConnError::Join { .. } => format!("not delivered: {sender}: {e}"),
                     other => format!("not delivered: {other}"),
                 };
                 error.push_str(&progress.lock().expect("progress lock").heard_so_far());
