@@ -4,6 +4,7 @@
 'use strict';
 
 const NAME_KEY = 'switchboard.name';
+const CHANNEL_KEY = 'switchboard.channel';
 const PAGE = 100;
 
 const $ = (id) => document.getElementById(id);
@@ -18,6 +19,7 @@ const state = {
   loading: null,          // live messages of the channel whose page is loading
   live: [],               // live messages waiting for the next frame
   seen: new Set(),        // ids of the messages shown
+  members: new Set(),     // nicks in the open channel's member list
   approvals: null,        // the approvals channel, if any
   lastId: 0,              // the newest message id the stream has given
   instance: null,         // the server process the page loaded from
@@ -192,6 +194,7 @@ async function openChannel(name, { around } = {}) {
   $('channel-title').textContent = name;
   document.title = `${name} — switchboard`;
   history.replaceState(null, '', `#${encodeURIComponent(name)}`);
+  localStorage.setItem(CHANNEL_KEY, name);
   enableComposer(true);
   renderChannels();
   let data;
@@ -250,6 +253,8 @@ async function jumpToNewest() {
     scrollToBottom();
     markRead();
   }
+  // The button hides itself: the keyboard goes on from the messages.
+  log().focus();
 }
 
 function markRead() {
@@ -276,7 +281,8 @@ async function refreshChannels() {
   state.channels = data.channels;
   renderChannels();
   if (!state.channel && state.channels.length) {
-    let wanted = decodeURIComponent(location.hash.slice(1));
+    // The address names the channel; without one, the one last read here.
+    let wanted = decodeURIComponent(location.hash.slice(1)) || localStorage.getItem(CHANNEL_KEY) || '';
     if (wanted && !wanted.startsWith('#')) wanted = `#${wanted}`;
     const found = state.channels.find((c) => c.channel.toLowerCase() === wanted.toLowerCase());
     await openChannel(found ? found.channel : state.channels[0].channel);
@@ -326,7 +332,19 @@ function renderChannels() {
     li.append(b);
     return li;
   });
+  // Redrawing the list must not drop the keyboard's place in it.
+  const focused = list.contains(document.activeElement) ? document.activeElement.dataset.channel : null;
   list.replaceChildren(...items);
+  if (focused) list.querySelector(`button[data-channel="${CSS.escape(focused)}"]`)?.focus();
+}
+
+/// Opens or closes the members panel (on a phone it covers the page), with
+/// the keyboard in it while open and back on its button after.
+function showMembers(open) {
+  $('members').classList.toggle('open', open);
+  $('members-toggle').setAttribute('aria-expanded', String(open));
+  if (open) $('members-close').focus();
+  else $('members-toggle').focus();
 }
 
 async function refreshMembers() {
@@ -344,6 +362,7 @@ async function refreshMembers() {
     li.append(nick, kind);
     return li;
   });
+  state.members = new Set(data.members.map((m) => m.nick));
   $('member-list').replaceChildren(...items);
 }
 
@@ -378,8 +397,19 @@ async function refreshApprovals() {
 }
 
 async function answer(word, id) {
-  await api('/api/send', { channel: state.approvals, text: `${word} ${id}`, nick: state.viewer });
-  scheduleRefresh();
+  const card = $('approval-list').querySelector(`li[data-id="${CSS.escape(id)}"]`);
+  // One answer per request: a double click must not post two.
+  card?.querySelectorAll('button').forEach((b) => { b.disabled = true; });
+  try {
+    await api('/api/send', { channel: state.approvals, text: `${word} ${id}`, nick: state.viewer });
+  } catch (e) {
+    card?.querySelectorAll('button').forEach((b) => { b.disabled = false; });
+    throw e;
+  }
+  await refreshApprovals();
+  // The keyboard goes on to the next request, or back to the messages.
+  const next = $('approval-list').querySelector('button');
+  (next || log()).focus();
 }
 
 // --- the live stream ---------------------------------------------------------
@@ -411,13 +441,20 @@ function startStream(since) {
 }
 
 function onMessage(m) {
-  if (m.channel === state.channel && state.loading) {
-    state.loading.push(m);
-  } else if (m.channel === state.channel && state.atNewest) {
-    // Shown once a frame, all together: a layout per message would freeze
-    // the page under a burst of a thousand lines.
-    if (!state.live.length) requestAnimationFrame(showLive);
-    state.live.push(m);
+  if (m.channel === state.channel) {
+    if (state.loading) {
+      state.loading.push(m);
+    } else if (state.atNewest) {
+      // Shown once a frame, all together: a layout per message would freeze
+      // the page under a burst of a thousand lines.
+      if (!state.live.length) requestAnimationFrame(showLive);
+      state.live.push(m);
+    }
+    // Someone new speaking here is a member now (asked once per nick).
+    if (!state.members.has(m.nick)) {
+      state.members.add(m.nick);
+      refreshMembers().catch(() => {});
+    }
   }
   if (!state.channels.some((c) => c.channel === m.channel) || m.channel !== state.channel) {
     scheduleRefresh();
@@ -569,6 +606,9 @@ async function start() {
     if (session.nick) {
       state.viewer = session.nick;
       localStorage.setItem(NAME_KEY, session.nick);
+      // The token speaks as its nick only: no other name to choose.
+      $('who').disabled = true;
+      $('who').setAttribute('aria-label', `You are ${session.nick} (your token's nick)`);
     }
     // The stream starts after the newest message now: what the pages load
     // below and what the stream brings may overlap (shown once), never
@@ -619,18 +659,32 @@ function wire() {
   });
   $('results-close').addEventListener('click', () => { $('results').hidden = true; });
   document.addEventListener('keydown', (e) => {
-    if (e.key === 'Escape' && !$('results').hidden) $('results').hidden = true;
+    if (e.key !== 'Escape') return;
+    if ($('members').classList.contains('open')) showMembers(false);
+    else if (!$('results').hidden) $('results').hidden = true;
   });
   $('who').addEventListener('click', () => askName().then(() => refreshChannels()).catch(fail));
   $('name-form').addEventListener('submit', (e) => setName(e).catch(fail));
-  // Without a name nothing can be sent: the question stays until answered.
+  // Without a name nothing can be sent: the question stays until answered
+  // (Chromium lets a second Escape close a dialog whatever its cancel
+  // handler says, so it is opened again).
   $('name-dialog').addEventListener('cancel', (e) => {
     if (!state.viewer) e.preventDefault();
   });
+  $('name-dialog').addEventListener('close', () => {
+    if (!state.viewer) $('name-dialog').showModal();
+  });
+  $('skip').addEventListener('click', (e) => {
+    // Focus the box without changing the address (it names the channel).
+    e.preventDefault();
+    $('text').focus();
+  });
   $('token-form').addEventListener('submit', (e) => sendToken(e).catch(fail));
-  $('members-toggle').addEventListener('click', () => {
-    const open = $('members').classList.toggle('open');
-    $('members-toggle').setAttribute('aria-expanded', String(open));
+  $('members-toggle').addEventListener('click', () => showMembers(!$('members').classList.contains('open')));
+  $('members-close').addEventListener('click', () => showMembers(false));
+  // On a phone the panel covers the page: a tap beside it closes it too.
+  $('main').addEventListener('click', (e) => {
+    if ($('members').classList.contains('open') && e.target !== $('members-toggle')) showMembers(false);
   });
   setInterval(() => refreshApprovals().catch(() => {}), 10000);
   // A page kept in the back/forward cache must not hold its stream's
