@@ -882,6 +882,16 @@ async fn search_jumps_to_a_message_and_older_pages_load_on_demand() {
     // Back to the newest.
     browser.click("#newest").await;
     wait_shown(&browser, "line 249").await;
+    // The browser's Back returns from the jump to the channel before it,
+    // rather than leaving the page.
+    browser.run("history.back()", vec![]).await;
+    browser
+        .until(
+            "the channel before the jump",
+            "return document.getElementById('channel-title').textContent === '#other'",
+            WAIT,
+        )
+        .await;
     browser.close().await;
 }
 

@@ -193,7 +193,12 @@ async function openChannel(name, { around } = {}) {
   $('messages').replaceChildren();
   $('channel-title').textContent = name;
   document.title = `${name} — switchboard`;
-  history.replaceState(null, '', `#${encodeURIComponent(name)}`);
+  // A jump to a search result is a step Back returns from.
+  if (around) {
+    history.pushState({ around }, '', `#${encodeURIComponent(name)}`);
+  } else {
+    history.replaceState(null, '', `#${encodeURIComponent(name)}`);
+  }
   localStorage.setItem(CHANNEL_KEY, name);
   enableComposer(true);
   renderChannels();
@@ -689,6 +694,11 @@ function wire() {
   setInterval(() => refreshApprovals().catch(() => {}), 10000);
   // A page kept in the back/forward cache must not hold its stream's
   // connection: browsers allow only six per host over HTTP/1.1.
+  // Back from a search result: the channel as it was, at its newest.
+  window.addEventListener('popstate', () => {
+    const name = decodeURIComponent(location.hash.slice(1));
+    if (name && state.channels.some((c) => c.channel === name)) openChannel(name).catch(fail);
+  });
   window.addEventListener('pagehide', () => state.stream?.close());
   window.addEventListener('pageshow', (e) => {
     if (e.persisted) {
