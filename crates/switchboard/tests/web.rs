@@ -318,7 +318,7 @@ async fn a_token_is_asked_once_and_kept_in_a_strict_cookie() {
         .to_str()
         .unwrap()
         .to_owned();
-    for part in ["HttpOnly", "SameSite=Strict", "Path=/"] {
+    for part in ["HttpOnly", "SameSite=Strict", "Path=/", "Max-Age=2592000"] {
         assert!(cookie.contains(part), "{cookie}");
     }
     let pair = cookie.split(';').next().unwrap().to_owned();

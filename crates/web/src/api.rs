@@ -24,6 +24,9 @@ use switchboard_toolset::{Grant, Tokens, ToolError};
 
 use crate::{COOKIE, security, stream};
 
+/// How long the browser keeps the login cookie: 30 days.
+const COOKIE_MAX_AGE_S: u64 = 30 * 24 * 3600;
+
 /// Messages a page asks for at most at once.
 const MAX_PAGE: usize = 500;
 const DEFAULT_PAGE: usize = 100;
@@ -264,8 +267,10 @@ async fn login(
     let secure = headers
         .get("x-forwarded-proto")
         .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"https"));
+    // Kept across browser restarts ("asks once"); a revoked token stops
+    // working whatever the cookie's age.
     let cookie = format!(
-        "{COOKIE}={}; HttpOnly; SameSite=Strict; Path=/{}",
+        "{COOKIE}={}; HttpOnly; SameSite=Strict; Path=/; Max-Age={COOKIE_MAX_AGE_S}{}",
         cookie_value(token),
         if secure { "; Secure" } else { "" }
     );
