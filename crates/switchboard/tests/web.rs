@@ -895,13 +895,46 @@ async fn search_jumps_to_a_message_and_older_pages_load_on_demand() {
     browser.close().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_page_reconnects_after_a_restart_without_holes_or_repeats() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
+/// A loopback port nobody listens on now, for a server that restarts on it.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
-        .port();
+        .port()
+}
+
+/// Stops `server` (SIGTERM), once `browser`'s page has noticed starts it
+/// again with `args`, and connects an agent to it.
+async fn restart(server: Server, browser: &Browser, args: &[&str]) -> (Server, Client) {
+    server.signal(libc::SIGTERM);
+    assert!(server.exit(WAIT).await.success());
+    browser
+        .until(
+            "the page to notice",
+            "return document.body.dataset.live === 'false'",
+            WAIT,
+        )
+        .await;
+    let server = Server::start(args).await;
+    let agent = http_client(&server.url("/mcp"), ProtocolVersion::V_2025_11_25).await;
+    (server, agent)
+}
+
+/// Waits until `browser`'s page follows the live stream again.
+async fn reconnected(browser: &Browser) {
+    browser
+        .until(
+            "the page to reconnect",
+            "return document.body.dataset.live === 'true'",
+            Duration::from_secs(30),
+        )
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_reconnects_after_a_restart_without_holes_or_repeats() {
+    let port = free_port();
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let addr = format!("127.0.0.1:{port}");
@@ -920,26 +953,10 @@ async fn the_page_reconnects_after_a_restart_without_holes_or_repeats() {
     send(&agent, "#c", "robo", "live one").await;
     wait_shown(&browser, "live one").await;
 
-    server.signal(libc::SIGTERM);
-    assert!(server.exit(WAIT).await.success());
-    browser
-        .until(
-            "the page to notice",
-            "return document.body.dataset.live === 'false'",
-            WAIT,
-        )
-        .await;
-    let server = Server::start(&args).await;
-    let agent = http_client(&server.url("/mcp"), ProtocolVersion::V_2025_11_25).await;
+    let (_server, agent) = restart(server, &browser, &args).await;
     // Said before the page is back: it must fill them in.
     send(&agent, "#c", "robo", "while away 1\nwhile away 2").await;
-    browser
-        .until(
-            "the page to reconnect",
-            "return document.body.dataset.live === 'true'",
-            Duration::from_secs(30),
-        )
-        .await;
+    reconnected(&browser).await;
     send(&agent, "#c", "robo", "after").await;
     wait_shown(&browser, "after").await;
     assert_eq!(
@@ -965,11 +982,7 @@ async fn the_page_reconnects_after_a_restart_without_holes_or_repeats() {
 /// the new messages whose ids it had already seen left out.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_an_ephemeral_restart_the_page_shows_the_new_history() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let addr = format!("127.0.0.1:{port}");
     let args = ["--http", addr.as_str(), "--ephemeral"];
     let server = Server::start(&args).await;
@@ -979,25 +992,9 @@ async fn after_an_ephemeral_restart_the_page_shows_the_new_history() {
     open_as(&browser, &server.url("/#c"), "ann").await;
     wait_shown(&browser, "old 4").await;
 
-    server.signal(libc::SIGTERM);
-    assert!(server.exit(WAIT).await.success());
-    browser
-        .until(
-            "the page to notice",
-            "return document.body.dataset.live === 'false'",
-            WAIT,
-        )
-        .await;
-    let server = Server::start(&args).await;
-    let agent = http_client(&server.url("/mcp"), ProtocolVersion::V_2025_11_25).await;
+    let (_server, agent) = restart(server, &browser, &args).await;
     send(&agent, "#c", "robo", "new 1").await;
-    browser
-        .until(
-            "the page to reconnect",
-            "return document.body.dataset.live === 'true'",
-            Duration::from_secs(30),
-        )
-        .await;
+    reconnected(&browser).await;
     wait_shown(&browser, "new 1").await;
     send(&agent, "#c", "robo", "new 2").await;
     wait_shown(&browser, "new 2").await;
