@@ -183,18 +183,11 @@ async fn agents_and_humans_hear_each_other(kind: ServerKind) {
     assert_eq!(heard.trailing(), Some("hello humans"));
 
     // The human answers; the agent waiting on the channel hears it.
-    let waiting = {
-        let peer = bridge.client.peer().clone();
-        tokio::spawn(async move {
-            let args = json!({"channel": "#agents", "timeout_s": 20});
-            peer.call_tool(
-                rmcp::model::CallToolRequestParams::new("wait_for_messages")
-                    .with_arguments(args.as_object().cloned().unwrap()),
-            )
-            .await
-            .unwrap()
-        })
-    };
+    let waiting = spawn_call(
+        &bridge.client,
+        "wait_for_messages",
+        json!({"channel": "#agents", "timeout_s": 20}),
+    );
     tokio::time::sleep(Duration::from_millis(300)).await;
     human.privmsg("#agents", "hi alice, carol here").await;
     let woke = waiting.await.unwrap();
@@ -568,19 +561,11 @@ async fn a_send_cut_off_part_way_says_how_much_arrived(kind: ServerKind) {
     );
     carol.join("#cut").await;
     let lines: Vec<String> = (1..=30).map(|i| format!("step {i} of 30")).collect();
-    let sending = {
-        let peer = bridge.client.peer().clone();
-        let text_ = lines.join("\n");
-        tokio::spawn(async move {
-            let args = json!({"channel": "#cut", "text": text_, "sender": "alice"});
-            peer.call_tool(
-                rmcp::model::CallToolRequestParams::new("send_message")
-                    .with_arguments(args.as_object().cloned().unwrap()),
-            )
-            .await
-            .unwrap()
-        })
-    };
+    let sending = spawn_call(
+        &bridge.client,
+        "send_message",
+        json!({"channel": "#cut", "text": lines.join("\n"), "sender": "alice"}),
+    );
     let mut seen = 0;
     while seen < 6 {
         carol.expect(privmsg_from("alice", "#cut"), WAIT).await;

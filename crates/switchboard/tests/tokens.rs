@@ -471,18 +471,11 @@ async fn sighup_reloads_the_tokens_in_place_and_refuses_a_broken_config() {
     .await;
     assert!(!is_error(&sent));
     // A wait of alice's on #team-a, begun before the reload below.
-    let waiting = {
-        let peer = alice.peer().clone();
-        tokio::spawn(async move {
-            let args = json!({"channel": "#team-a", "timeout_s": 20});
-            peer.call_tool(
-                rmcp::model::CallToolRequestParams::new("wait_for_messages")
-                    .with_arguments(args.as_object().cloned().unwrap()),
-            )
-            .await
-            .unwrap()
-        })
-    };
+    let waiting = spawn_call(
+        &alice,
+        "wait_for_messages",
+        json!({"channel": "#team-a", "timeout_s": 20}),
+    );
     tokio::time::sleep(Duration::from_millis(300)).await;
 
     // Alice moves to #ops only; bob is gone; carol arrives.

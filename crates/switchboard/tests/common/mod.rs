@@ -223,6 +223,22 @@ where
     client.expect("MCP client connects")
 }
 
+/// [`call`] in a task of its own, for a call that waits (a wait, a paced
+/// send) while the test goes on.
+pub fn spawn_call(
+    client: &Client,
+    tool: &'static str,
+    args: Value,
+) -> tokio::task::JoinHandle<CallToolResult> {
+    let peer = client.peer().clone();
+    let args: JsonObject = args.as_object().cloned().expect("arguments object");
+    tokio::spawn(async move {
+        peer.call_tool(CallToolRequestParams::new(tool).with_arguments(args))
+            .await
+            .expect("tools/call answered")
+    })
+}
+
 /// Calls `tool` with a JSON object of arguments.
 pub async fn call(client: &Client, tool: &str, args: Value) -> CallToolResult {
     try_call(client, tool, args)
