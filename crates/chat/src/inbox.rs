@@ -134,12 +134,16 @@ impl Inbox {
     ) -> Result<(), HistoryError> {
         let start = match self.history.cursor(me.key(), channel_id) {
             Some(_) => None,
-            None => self
-                .unread_mentions(me, map)?
-                .iter()
-                .filter(|m| m.channel_id == channel_id)
-                .map(|m| m.seq - 1)
-                .min(),
+            // The newest in the file, not as this process last heard of it:
+            // another process's message committed just before is not unread.
+            None => Some(
+                self.unread_mentions(me, map)?
+                    .iter()
+                    .filter(|m| m.channel_id == channel_id)
+                    .map(|m| m.seq - 1)
+                    .min()
+                    .map_or_else(|| self.history.newest_seq(channel_id), Ok)?,
+            ),
         };
         self.history.mark(me.key(), channel_id, start, Some(true))?;
         Ok(())
@@ -171,7 +175,7 @@ impl Inbox {
     /// [`Inbox::concerns`], with the message's text case-folded by the
     /// caller (once for many identities).
     pub(crate) fn concerns_folded(&self, me: &Nick, message: &Message, folded: &str) -> bool {
-        if message.nick_key == me.key() {
+        if message.nick_key == me.key() || !self.is_unread(me, message) {
             return false;
         }
         let joined = self
@@ -179,6 +183,14 @@ impl Inbox {
             .cursor(me.key(), message.channel_id)
             .is_some_and(|c| c.joined);
         joined || (message.kind != SenderKind::System && names_in(folded, me.key()))
+    }
+
+    /// Whether `me` has not read `message` yet: its cursor in the channel,
+    /// if it has one, is before it.
+    pub(crate) fn is_unread(&self, me: &Nick, message: &Message) -> bool {
+        self.history
+            .cursor(me.key(), message.channel_id)
+            .is_none_or(|c| message.seq > c.read_seq)
     }
 
     /// `me`'s unread mentions, oldest first: the scan brought up to date,

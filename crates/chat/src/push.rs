@@ -143,7 +143,12 @@ impl Pusher {
                 messages: tx,
                 nick: None,
             });
-        tokio::spawn(deliver(Arc::downgrade(session), rx, self.settings.clone()));
+        tokio::spawn(deliver(
+            Arc::downgrade(session),
+            rx,
+            self.settings.clone(),
+            self.inbox.clone(),
+        ));
     }
 
     /// Hands one committed message to the loop guard, the approvals and the
@@ -208,6 +213,7 @@ impl Pusher {
                     .get_or_insert_with(|| Arc::new(message.clone()))
                     .clone(),
                 mention,
+                to: me.clone(),
             };
             if tx.try_send(pushed).is_err() {
                 tracing::debug!(
@@ -359,17 +365,26 @@ impl LoopGuard {
 struct Pushed {
     message: Arc<Message>,
     mention: bool,
+    /// Whom it is for: a message they read before it goes out (a wait
+    /// returned it meanwhile) is not pushed.
+    to: Nick,
 }
 
 /// One session's deliveries. The first message after a quiet spell goes out
 /// at once; what arrives within the coalescing window after an event goes
 /// out together when the window ends. Beyond the rate, messages are counted
 /// and summarised in one event as soon as the rate allows.
-async fn deliver(session: Weak<Session>, mut rx: mpsc::Receiver<Pushed>, settings: PushSettings) {
+async fn deliver(
+    session: Weak<Session>,
+    mut rx: mpsc::Receiver<Pushed>,
+    settings: PushSettings,
+    inbox: Arc<Inbox>,
+) {
     let mut out = Outbox {
         session,
         rate: Rate::new(settings.per_minute),
         summary: HashMap::new(),
+        inbox,
     };
     let mut held: Vec<Pushed> = Vec::new();
     let mut window_end: Option<Instant> = None;
@@ -430,16 +445,22 @@ struct Outbox {
     rate: Rate,
     /// Messages held back, counted by channel.
     summary: HashMap<String, u64>,
+    inbox: Arc<Inbox>,
 }
 
 impl Outbox {
     /// Sends `messages` (one event per channel, lines in order), or counts
     /// them for the summary when over the rate; false when the session is
     /// gone.
-    fn send(&mut self, messages: Vec<Pushed>) -> bool {
+    fn send(&mut self, mut messages: Vec<Pushed>) -> bool {
         let Some(session) = self.session.upgrade() else {
             return false;
         };
+        // Held for the coalescing window, some may have been read meanwhile.
+        messages.retain(|p| self.inbox.is_unread(&p.to, &p.message));
+        if messages.is_empty() {
+            return true;
+        }
         if !self.summary.is_empty() || !self.rate.take() {
             self.count(&messages);
             return true;
@@ -622,6 +643,7 @@ mod tests {
         assert!(!is_direct(&members(&["bob", "carol"]), "bob", "bob"));
         assert!(!is_direct(&members(&[]), "bob", "carol"));
     }
+    use crate::names::NameRules;
     use chrono::Utc;
 
     fn message(id: i64, kind: SenderKind, nick: &str, text: &str) -> Message {
@@ -704,10 +726,12 @@ mod tests {
         let a = Pushed {
             message: Arc::new(message(1, SenderKind::Human, "Ann", "hello bob")),
             mention: true,
+            to: NameRules::default().nick("bob").unwrap(),
         };
         let b = Pushed {
             message: Arc::new(message(2, SenderKind::Agent, "eve", "and you")),
             mention: false,
+            to: NameRules::default().nick("bob").unwrap(),
         };
         let event = channel_event(&[a, b]);
         assert_eq!(event.method, CHANNEL_METHOD);

@@ -209,6 +209,92 @@ async fn the_loop_guard_pauses_once_for_agents_in_two_processes_sharing_a_data_d
     }
 }
 
+/// Joining a channel right after another process's agent spoke there
+/// starts after that message, as joining does: it is not unread, and not
+/// pushed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn joining_just_after_another_process_spoke_starts_after_its_message() {
+    let (_dir, agents) = two_agents_sharing_a_data_dir("[chat.push]\nmode = \"all\"\n").await;
+    for round in 0..5 {
+        let channel = format!("#cc{round}");
+        let said = agents[1]
+            .call("send_message", json!({"channel": channel, "text": "seed"}))
+            .await;
+        assert_eq!(said["isError"], false, "{said}");
+        let joined = agents[0]
+            .call("join_channel", json!({"channel": channel}))
+            .await;
+        assert_eq!(joined["isError"], false, "{joined}");
+        let inbox = agents[0].call("read_messages", json!({})).await;
+        assert_eq!(
+            result_text(&inbox),
+            "Nothing unread for a1.",
+            "round {round}"
+        );
+    }
+    // A later message is pushed; the seeds never were.
+    agents[1]
+        .call(
+            "send_message",
+            json!({"channel": "#cc4", "text": "after the join"}),
+        )
+        .await;
+    let pushed = agents[0]
+        .wait_for(CHANNEL, 1, Duration::from_secs(10))
+        .await;
+    let contents: Vec<&Value> = pushed.iter().map(|p| &p.1["params"]["content"]).collect();
+    assert_eq!(contents, [&json!("after the join")], "{}", logs(&agents));
+    for a in agents {
+        a.close().await;
+    }
+}
+
+/// A message that a wait returns, and so marks read, while its push is held
+/// in the coalescing window is not pushed as well: the agent sees it once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_a_wait_returned_is_not_pushed_again() {
+    let runtime = runtime_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let file = config(dir.path(), "[chat.push]\ncoalesce_ms = 3000\n");
+    let socket = dir.path().join("relay.sock");
+    let daemon = Daemon::start(&socket, runtime.path(), &["--config", &file]).await;
+    let (pa, pb) = (
+        shim(&socket, runtime.path(), "pa").await,
+        shim(&socket, runtime.path(), "pb").await,
+    );
+    pb.call("send_message", json!({"channel": "#dm", "text": "hello"}))
+        .await;
+    pa.call("join_channel", json!({"channel": "#dm"})).await;
+    // #dm holds pa and pb alone: pb's lines are pushed to pa.
+    let one = pb
+        .call("send_message", json!({"channel": "#dm", "text": "one"}))
+        .await;
+    let seq = one["structuredContent"]["seq"].clone();
+    pa.wait_for(CHANNEL, 1, Duration::from_secs(5)).await;
+    // "two" comes within the window that "one" opened, so its push waits;
+    // the wait returns it first.
+    pb.call("send_message", json!({"channel": "#dm", "text": "two"}))
+        .await;
+    let waited = pa
+        .call(
+            "wait_for_messages",
+            json!({"channel": "#dm", "since": seq, "timeout_s": 10}),
+        )
+        .await;
+    assert!(result_text(&waited).contains("<pb> two"), "{waited}");
+    // Past the window: "two" was not pushed after all.
+    tokio::time::sleep(Duration::from_millis(3500)).await;
+    let contents: Vec<Value> = pa
+        .notifications(CHANNEL)
+        .iter()
+        .map(|p| p.1["params"]["content"].clone())
+        .collect();
+    assert_eq!(contents, [json!("one")], "{}", daemon.log());
+    pa.close().await;
+    pb.close().await;
+    assert!(daemon.stop().await.success());
+}
+
 /// Agents `a1` and `a2`, each on a `serve --stdio` of its own with the
 /// config `text`, sharing one data directory; initialized.
 async fn two_agents_sharing_a_data_dir(text: &str) -> (tempfile::TempDir, [RawClient; 2]) {

@@ -844,6 +844,15 @@ impl History {
         })
     }
 
+    /// The position of the newest message of the channel `channel_id` in
+    /// the file (whichever process stored it); 0 when it has none.
+    pub(crate) fn newest_seq(&self, channel_id: i64) -> Result<i64, HistoryError> {
+        self.with_reader(|conn| {
+            conn.prepare_cached("SELECT coalesce(max(seq), 0) FROM messages WHERE channel_id = ?1")?
+                .query_row([channel_id], |row| row.get(0))
+        })
+    }
+
     /// The position of `channel`'s (by key) newest message; 0 when it has
     /// none.
     pub(crate) fn last_seq(&self, channel_key: &str) -> Result<i64, HistoryError> {
