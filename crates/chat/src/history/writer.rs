@@ -117,7 +117,9 @@ pub(super) struct Writer {
     /// then the cached ids, positions and last stamp are stale.
     pub(super) data_version: i64,
     pub(super) shared: Weak<Shared>,
-    pub(super) channel_ids: HashMap<String, i64>,
+    /// Each channel's id and stored name (the first spelling it was made
+    /// with), by key.
+    pub(super) channel_ids: HashMap<String, (i64, Arc<str>)>,
     /// Each channel's newest position, by id (filled on first use).
     pub(super) channel_seqs: HashMap<i64, i64>,
     /// The last timestamp (µs) the writer assigned; stamps strictly increase
@@ -467,8 +469,8 @@ impl Writer {
 
     /// The id of `channel`, creating it if needed; true when it was created.
     fn channel_id(&mut self, channel: &Channel) -> rusqlite::Result<(i64, bool)> {
-        if let Some(&id) = self.channel_ids.get(channel.key()) {
-            return Ok((id, false));
+        if let Some((id, _)) = self.channel_ids.get(channel.key()) {
+            return Ok((*id, false));
         }
         let inserted = self
             .conn
@@ -481,11 +483,12 @@ impl Writer {
                 channel.name(),
                 Utc::now().timestamp_micros()
             ])?;
-        let id = self
+        let (id, name): (i64, String) = self
             .conn
-            .prepare_cached("SELECT id FROM channels WHERE key = ?1")?
-            .query_row([channel.key()], |row| row.get(0))?;
-        self.channel_ids.insert(channel.key().to_owned(), id);
+            .prepare_cached("SELECT id, name FROM channels WHERE key = ?1")?
+            .query_row([channel.key()], |row| Ok((row.get(0)?, row.get(1)?)))?;
+        self.channel_ids
+            .insert(channel.key().to_owned(), (id, name.into()));
         Ok((id, inserted == 1))
     }
 
@@ -721,9 +724,13 @@ impl Writer {
                     kind as i64
                 ])?;
         }
+        let stored_name = self
+            .channel_ids
+            .get(message.channel.key())
+            .map_or_else(|| message.channel.name().to_owned(), |(_, name)| name.to_string());
         Ok(Inserted::New(Message {
             id,
-            channel: message.channel.name().to_owned(),
+            channel: stored_name,
             time: from_micros(ts),
             nick: message.nick.clone(),
             text: message.text.clone(),

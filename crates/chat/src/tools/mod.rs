@@ -485,9 +485,14 @@ impl ChatTools {
         if let Some(session) = &caller.session {
             session.adopt(sender.name());
         }
+        // The channel as it is stored (`#big`, whoever asked for `#Big`).
+        let channel = delivery
+            .stored
+            .first()
+            .map_or(channel.name(), |m| m.channel.as_str());
         let text = format!("Sent to {channel} as {}", delivery.sent_as);
         let mut structured = json!({
-            "channel": channel.name(),
+            "channel": channel,
             "sender": delivery.sent_as,
             "lines": delivery.lines,
             "confirmed": delivery.confirmed,
@@ -937,6 +942,22 @@ mod tests {
         ));
         let registry = switchboard_toolset::Registry::new(vec![tools.clone()]).unwrap();
         Chat(tools, registry)
+    }
+
+    #[test]
+    fn a_send_names_the_channel_as_it_is_stored() {
+        let rt = runtime();
+        let history = History::open(&Location::Memory, Default::default()).unwrap();
+        let tools = tools(&history);
+        let caller = Caller::new("test");
+        rt.block_on(async {
+            for (asked, text) in [("#big", "first"), ("Big", "second")] {
+                let send = args(json!({"channel": asked, "text": text, "sender": "bob"}));
+                let sent = tools.call("send_message", send, &caller).await.unwrap();
+                assert_eq!(sent.text, "Sent to #big as bob", "{asked}");
+                assert_eq!(sent.structured.into_value()["channel"], "#big");
+            }
+        });
     }
 
     #[test]
