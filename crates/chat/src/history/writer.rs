@@ -724,10 +724,10 @@ impl Writer {
                     kind as i64
                 ])?;
         }
-        let stored_name = self
-            .channel_ids
-            .get(message.channel.key())
-            .map_or_else(|| message.channel.name().to_owned(), |(_, name)| name.to_string());
+        let stored_name = self.channel_ids.get(message.channel.key()).map_or_else(
+            || message.channel.name().to_owned(),
+            |(_, name)| name.to_string(),
+        );
         Ok(Inserted::New(Message {
             id,
             channel: stored_name,
