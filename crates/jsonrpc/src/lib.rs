@@ -7,9 +7,6 @@
 //! it, so the same malformed input gets the same reply everywhere:
 //!
 //! - bytes that are not JSON: `-32700`, id `null`;
-//! - an object that names a key twice, anywhere in the message: `-32600`,
-//!   id `null` (parsers disagree on which of the two counts, so a proxy
-//!   could pass one call and a server run another);
 //! - JSON that is not one JSON-RPC 2.0 message (an array, a scalar, a wrong
 //!   or missing `"jsonrpc"`, a `method` that is not a string, no `method`,
 //!   `params` that are neither an object nor an array): `-32600`;
@@ -19,12 +16,11 @@
 //! A reply echoes the message's id only when it is a valid one (a string,
 //! or an integer that fits an `i64`); otherwise its id is `null`. This crate
 //! is its own so that the shim can share it without the daemon's
-//! dependencies, and it depends on nothing but `serde` and `serde_json`.
+//! dependencies, and it depends on nothing but `serde_json`.
 
 use std::fmt;
 
-use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
-use serde_json::{Map, Number, Value, json};
+use serde_json::{Map, Value, json};
 
 /// The largest JSON-RPC message accepted on any transport. Generous on
 /// purpose: an oversized tool argument should reach the tool and get its
@@ -229,106 +225,11 @@ pub fn strip_bom(bytes: &[u8]) -> &[u8] {
     bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes)
 }
 
-/// How a repeated key is reported (see [`parse_unique`]).
-const DUPLICATE_KEY: &str = "an object names the key";
-
-/// The JSON document in `bytes`, refusing an object that names a key twice.
-fn parse_unique(bytes: &[u8]) -> Result<Value, serde_json::Error> {
-    let mut parser = serde_json::Deserializer::from_slice(bytes);
-    let UniqueValue(value) = UniqueValue::deserialize(&mut parser)?;
-    parser.end()?;
-    Ok(value)
-}
-
-/// An optional JSON object whose objects name each key once, for a typed
-/// parse that must refuse what [`classify`] refuses (a `null` is `None`).
-pub fn unique_object<'de, D: Deserializer<'de>>(
-    deserializer: D,
-) -> Result<Option<Map<String, Value>>, D::Error> {
-    match UniqueValue::deserialize(deserializer)?.0 {
-        Value::Object(object) => Ok(Some(object)),
-        Value::Null => Ok(None),
-        _ => Err(de::Error::custom("expected an object")),
-    }
-}
-
-/// A JSON value whose objects name each key once.
-struct UniqueValue(Value);
-
-impl<'de> Deserialize<'de> for UniqueValue {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_any(UniqueVisitor).map(UniqueValue)
-    }
-}
-
-struct UniqueVisitor;
-
-impl<'de> Visitor<'de> for UniqueVisitor {
-    type Value = Value;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any JSON value")
-    }
-
-    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
-        Ok(Value::Bool(v))
-    }
-
-    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
-        Ok(Value::Number(v.into()))
-    }
-
-    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
-        Ok(Value::Number(v.into()))
-    }
-
-    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
-        Ok(Number::from_f64(v).map_or(Value::Null, Value::Number))
-    }
-
-    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
-        Ok(Value::String(v.to_owned()))
-    }
-
-    fn visit_string<E>(self, v: String) -> Result<Value, E> {
-        Ok(Value::String(v))
-    }
-
-    fn visit_unit<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
-        let mut items = Vec::new();
-        while let Some(UniqueValue(item)) = seq.next_element()? {
-            items.push(item);
-        }
-        Ok(Value::Array(items))
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
-        let mut object = Map::new();
-        while let Some(key) = map.next_key::<String>()? {
-            if object.contains_key(&key) {
-                return Err(de::Error::custom(format!("{DUPLICATE_KEY} {key:?} twice")));
-            }
-            let UniqueValue(value) = map.next_value()?;
-            object.insert(key, value);
-        }
-        Ok(Value::Object(object))
-    }
-}
-
 /// Decides what one incoming message is: a [`Message`], or the
 /// [`Rejection`] to send back.
 pub fn classify(bytes: &[u8]) -> Result<Message, Rejection> {
-    let value = parse_unique(strip_bom(bytes)).map_err(|e| {
-        if e.to_string().starts_with(DUPLICATE_KEY) {
-            Rejection::invalid_request(None, &e.to_string())
-        } else {
-            Rejection::new(None, code::PARSE_ERROR, format!("parse error: {e}"))
-        }
-    })?;
+    let value: Value = serde_json::from_slice(strip_bom(bytes))
+        .map_err(|e| Rejection::new(None, code::PARSE_ERROR, format!("parse error: {e}")))?;
     let object = match value {
         Value::Object(object) => object,
         Value::Array(batch) if batch.is_empty() => {

@@ -39,22 +39,6 @@ fn cases() -> Vec<(&'static str, i32, Value)> {
             -32600,
             json!(2),
         ),
-        // A key named twice could be read either way: refused, anywhere.
-        (
-            r#"{"jsonrpc":"2.0","id":1,"method":"ping","id":2}"#,
-            -32600,
-            Value::Null,
-        ),
-        (
-            r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"list_channels","name":"get_members"}}"#,
-            -32600,
-            Value::Null,
-        ),
-        (
-            r#"{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"list_channels","arguments":{"nick":"a","nick":"b"}}}"#,
-            -32600,
-            Value::Null,
-        ),
         (r#"{"id":"three","method":"ping"}"#, -32600, json!("three")),
         (
             r#"{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}"#,

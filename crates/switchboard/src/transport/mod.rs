@@ -182,8 +182,6 @@ pub struct DirectCall {
 #[serde(deny_unknown_fields)]
 struct DirectCallParams {
     name: String,
-    // A key named twice is refused, as `classify` refuses it elsewhere.
-    #[serde(default, deserialize_with = "switchboard_jsonrpc::unique_object")]
     arguments: Option<JsonObject>,
 }
 
