@@ -341,3 +341,54 @@ async fn an_idle_legacy_sse_session_expires_and_its_id_then_answers_404() {
     let pong = busy.request("ping", json!({})).await;
     assert_eq!(pong["result"], json!({}));
 }
+
+/// Reads what the server sends on `stream` until it closes the connection,
+/// bounded by `within`; `None` if it is still open then.
+async fn read_until_closed(stream: &mut tokio::net::TcpStream, within: Duration) -> Option<String> {
+    use tokio::io::AsyncReadExt;
+    let mut received = Vec::new();
+    let read = tokio::time::timeout(within, stream.read_to_end(&mut received)).await;
+    read.ok()
+        .map(|_| String::from_utf8_lossy(&received).into_owned())
+}
+
+#[tokio::test]
+async fn stalled_requests_are_cut_off_without_holding_the_server() {
+    use tokio::io::AsyncWriteExt;
+    let server = Server::start(&["--ephemeral"]).await;
+    let host = format!("Host: {}\r\n", server.addr);
+    let connect = || tokio::net::TcpStream::connect(server.addr);
+
+    // Half a request's headers, and a body that stops part-way.
+    let mut half_head = connect().await.unwrap();
+    half_head
+        .write_all(format!("POST /mcp HTTP/1.1\r\n{host}Content-Ty").as_bytes())
+        .await
+        .unwrap();
+    let mut half_body = connect().await.unwrap();
+    half_body
+        .write_all(
+            format!("POST /mcp HTTP/1.1\r\n{host}Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: 100\r\n\r\n{{\"jsonrpc\"").as_bytes(),
+        )
+        .await
+        .unwrap();
+
+    // Meanwhile the server answers everyone else.
+    let client = http_client(&server.url("/mcp"), ProtocolVersion::V_2025_06_18).await;
+    let listed = call(&client, "list_channels", json!({})).await;
+    assert!(!is_error(&listed), "{}", text(&listed));
+
+    // Both stalled connections are closed (the body's with a 400) within
+    // the documented 30 seconds, and a bit.
+    let (head_reply, body_reply) = tokio::join!(
+        read_until_closed(&mut half_head, Duration::from_secs(45)),
+        read_until_closed(&mut half_body, Duration::from_secs(45)),
+    );
+    head_reply.expect("a connection with half its headers was kept open");
+    let body_reply = body_reply.expect("a connection with half its body was kept open");
+    assert!(body_reply.starts_with("HTTP/1.1 400"), "{body_reply}");
+    assert!(
+        body_reply.contains("cannot read the request body"),
+        "{body_reply}"
+    );
+}

@@ -28,10 +28,11 @@ use tokio::{
     sync::{OwnedSemaphorePermit, Semaphore},
 };
 use tokio_util::sync::CancellationToken;
+use tower_http::timeout::RequestBodyTimeoutLayer;
 
 use super::{
     DirectCall, MAX_MESSAGE_BYTES, error_response, guard, incoming, json_response, sse,
-    too_large_response,
+    unread_body_response,
 };
 use crate::mcp::McpServer;
 
@@ -85,6 +86,7 @@ pub fn router(
         app = app.merge(web);
     }
     app.layer(DefaultBodyLimit::max(MAX_MESSAGE_BYTES))
+        .layer(RequestBodyTimeoutLayer::new(BODY_IDLE_TIMEOUT))
         .layer(middleware::from_fn_with_state(guard, guard::enforce))
 }
 
@@ -164,7 +166,7 @@ async fn pre_route(State(server): State<McpServer>, request: Request, next: Next
     let (parts, body) = request.into_parts();
     let bytes = match axum::body::to_bytes(body, MAX_MESSAGE_BYTES).await {
         Ok(bytes) => bytes,
-        Err(_) => return too_large_response(),
+        Err(e) => return unread_body_response(&e),
     };
     if direct_call_allowed(&parts.headers)
         && let Ok(call) = serde_json::from_slice::<DirectCall>(&bytes)
@@ -229,15 +231,70 @@ pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
     TcpListener::bind(addr).await
 }
 
-/// Serves `app` until `shutdown` fires, then lets in-flight requests finish.
+/// How long a client may take over a request's headers, and how long a
+/// kept-alive connection may sit idle before its next request; then the
+/// connection is closed. `axum::serve` sets no timer, so a client sending
+/// half a request held its connection for good.
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long a request body may pause between two pieces before the request
+/// is answered `400` and its connection closed.
+const BODY_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Serves `app` over HTTP/1.1 until `shutdown` fires, then stops accepting
+/// and lets in-flight requests finish.
 pub async fn serve(
     listener: TcpListener,
     app: Router,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown.cancelled_owned())
-        .await
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT);
+    let connections = hyper_util::server::graceful::GracefulShutdown::new();
+    loop {
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    accept_failed(e).await;
+                    continue;
+                }
+            },
+            () = shutdown.cancelled() => break,
+        };
+        // Replies are small and each is written whole; Nagle would hold
+        // the last segment of one back until the client acknowledges.
+        if let Err(e) = stream.set_nodelay(true) {
+            tracing::debug!(error = %e, "cannot set TCP_NODELAY");
+        }
+        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        let connection = connections
+            .watch(builder.serve_connection(hyper_util::rt::TokioIo::new(stream), service));
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!(error = %e, "HTTP connection ended with an error");
+            }
+        });
+    }
+    drop(listener);
+    connections.shutdown().await;
+    Ok(())
+}
+
+/// Waits out a failed `accept`: a connection that failed before it was
+/// taken costs nothing, but running out of file descriptors would spin.
+async fn accept_failed(error: std::io::Error) {
+    use std::io::ErrorKind::{ConnectionAborted, ConnectionRefused, ConnectionReset};
+    if matches!(
+        error.kind(),
+        ConnectionAborted | ConnectionRefused | ConnectionReset
+    ) {
+        return;
+    }
+    tracing::error!(error = %error, "cannot accept an HTTP connection; retrying in a second");
+    tokio::time::sleep(Duration::from_secs(1)).await;
 }
 
 #[cfg(test)]

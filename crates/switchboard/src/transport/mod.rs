@@ -54,6 +54,24 @@ pub fn too_large_response() -> axum::response::Response {
     )
 }
 
+/// The reply to a request body that could not be read whole: `413` past
+/// [`MAX_MESSAGE_BYTES`]; otherwise (the client paused too long, or hung
+/// up) `400` naming what went wrong.
+pub fn unread_body_response(error: &axum::Error) -> axum::response::Response {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(e) = source {
+        if e.is::<http_body_util::LengthLimitError>() {
+            return too_large_response();
+        }
+        source = e.source();
+    }
+    error_response(
+        ::http::StatusCode::BAD_REQUEST,
+        -32600,
+        &format!("cannot read the request body: {error}"),
+    )
+}
+
 /// An HTTP response with a JSON body. It also answers requests the guard
 /// refuses before they reach the web view, so it carries the headers that
 /// keep a browser from sniffing, framing or running it.
