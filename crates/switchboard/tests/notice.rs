@@ -1328,6 +1328,62 @@ mod irc {
     }
 }
 
+/// A legacy SSE stream is a session: once its agent has a name, mentions
+/// of it are pushed on the stream, and stay unread.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_legacy_sse_session_is_pushed_mentions() {
+    let server = Server::start(&["--ephemeral"]).await;
+    let mut bob = SseClient::open(&server.url("")).await;
+    let init = bob.initialize().await;
+    assert_eq!(
+        init["result"]["capabilities"]["experimental"]["claude/channel"],
+        json!({}),
+        "{init}"
+    );
+    // Nothing is pushed to a session before it has a name.
+    let alice = http_client(&server.url("/mcp"), ProtocolVersion::V_2025_11_25).await;
+    send(&alice, "#general", "alice", "@bob are you there?").await;
+    let spoke = bob
+        .call(
+            "send_message",
+            json!({"channel": "#general", "sender": "bob", "text": "here"}),
+        )
+        .await;
+    assert_eq!(spoke["result"]["isError"], false, "{spoke}");
+    send(
+        &alice,
+        "#general",
+        "alice",
+        "@bob can you look at the diff?",
+    )
+    .await;
+    let pushed = bob
+        .notification(CHANNEL, Duration::from_secs(5))
+        .await
+        .unwrap_or_else(|| panic!("no push on the SSE stream\n{}", server.log()));
+    assert_eq!(
+        pushed["params"]["content"],
+        "@bob can you look at the diff?"
+    );
+    let m = meta(&pushed);
+    assert_eq!(
+        (&m["sender"], &m["mention"]),
+        (&json!("alice"), &json!("true"))
+    );
+    // bob's own line is never pushed back, and the mention is still unread.
+    assert!(
+        bob.notification(CHANNEL, Duration::from_millis(600))
+            .await
+            .is_none()
+    );
+    let inbox = bob.call("read_messages", json!({})).await;
+    let text = result_text(&inbox["result"]);
+    assert!(
+        text.ends_with("<alice> @bob can you look at the diff?"),
+        "{text}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_http_the_nick_parameter_is_the_identity() {
     let server = Server::start(&["--ephemeral"]).await;

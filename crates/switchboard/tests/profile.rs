@@ -10,7 +10,7 @@ mod docs_site;
 use std::{os::unix::fs::PermissionsExt, path::PathBuf, time::Duration};
 
 use common::{
-    Client, Daemon, RawClient, call, command, is_error, runtime_dir, stdio_client_with,
+    Client, Daemon, RawClient, Server, call, command, is_error, runtime_dir, stdio_client_with,
     switchboard, text,
 };
 use docs_site::TestSite;
@@ -604,5 +604,57 @@ async fn profile_errors_exit_2_naming_the_problem() {
         assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
         assert!(stderr.contains(expected), "{args:?}: {stderr}");
         assert!(output.stdout.is_empty());
+    }
+}
+
+/// A daemon stopped while HTTP calls run: the drain waits for them, then
+/// the transports stop and drop what still runs, on the direct path (a
+/// plain `tools/call` naming 2025-06-18) and on rmcp's (no version header).
+/// The process exits in bounded time and leaves no command behind.
+#[tokio::test]
+async fn stopping_the_daemon_stops_commands_that_http_calls_started() {
+    for version in [Some("2025-06-18"), None] {
+        let setup = Setup::new("[commands]\ntimeout_s = 120\n").await;
+        let path = format!("{}:/usr/bin:/bin", setup.bin().display());
+        let config = setup.config_path();
+        let server = Server::start_with(
+            &[
+                "--profile",
+                "imqueue",
+                "--config",
+                config.to_str().unwrap(),
+                "--ephemeral",
+            ],
+            &[("PATH", path.as_str())],
+        )
+        .await;
+        let url = server.url("/mcp");
+        let mut request = reqwest::Client::new()
+            .post(url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"logs","arguments":{}}}"#);
+        if let Some(version) = version {
+            request = request.header("mcp-protocol-version", version);
+        }
+        let call = tokio::spawn(request.send());
+        let pid = setup.grandchild().await;
+        server.signal(libc::SIGTERM);
+        let log = server.log.clone();
+        let status = server.exit(Duration::from_secs(30)).await;
+        assert!(
+            status.success(),
+            "{version:?}: {status:?}\n{}",
+            log.lock().unwrap()
+        );
+        assert!(
+            wait_gone(pid, Duration::from_secs(5)),
+            "{version:?}: the HTTP call's grandchild {pid} outlived the daemon\n{}",
+            log.lock().unwrap()
+        );
+        // The client learns its call is over, one way or another.
+        let _ = tokio::time::timeout(Duration::from_secs(5), call)
+            .await
+            .expect("the HTTP call was left hanging");
     }
 }

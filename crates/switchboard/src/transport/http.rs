@@ -64,7 +64,9 @@ pub fn router(
         .with_sse_keep_alive(None)
         .with_max_request_body_bytes(MAX_MESSAGE_BYTES)
         // The guard checks Host and Origin for every route, not only /mcp.
-        .disable_allowed_hosts();
+        .disable_allowed_hosts()
+        // Calls rmcp still runs when the connections are dropped stop then.
+        .with_cancellation_token(after_close_grace(&shutdown));
     let mcp = {
         let server = server.clone();
         StreamableHttpService::new(
@@ -241,8 +243,27 @@ const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// is answered `400` and its connection closed.
 const BODY_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Serves `app` over HTTP/1.1 until `shutdown` fires, then stops accepting
-/// and lets in-flight requests finish.
+/// How long responses already under way get to finish once the transports
+/// stop (the drain before that waited for calls); then every connection is
+/// dropped, and with it any call still running.
+const CLOSE_GRACE: Duration = Duration::from_secs(1);
+
+/// A token cancelled [`CLOSE_GRACE`] after `shutdown`: rmcp's service
+/// writes a finished call's reply after the drain counted it done, so
+/// cancelling it with the transports could cut that reply off.
+fn after_close_grace(shutdown: &CancellationToken) -> CancellationToken {
+    let later = CancellationToken::new();
+    let (shutdown, cancel) = (shutdown.clone(), later.clone());
+    tokio::spawn(async move {
+        shutdown.cancelled().await;
+        tokio::time::sleep(CLOSE_GRACE).await;
+        cancel.cancel();
+    });
+    later
+}
+
+/// Serves `app` over HTTP/1.1 until `shutdown` fires, then stops accepting,
+/// gives responses under way [`CLOSE_GRACE`] and drops what is left.
 pub async fn serve(
     listener: TcpListener,
     app: Router,
@@ -253,6 +274,7 @@ pub async fn serve(
         .timer(hyper_util::rt::TokioTimer::new())
         .header_read_timeout(HEADER_READ_TIMEOUT);
     let connections = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut tasks = tokio::task::JoinSet::new();
     loop {
         let stream = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -272,14 +294,25 @@ pub async fn serve(
         let service = hyper_util::service::TowerToHyperService::new(app.clone());
         let connection = connections
             .watch(builder.serve_connection(hyper_util::rt::TokioIo::new(stream), service));
-        tokio::spawn(async move {
+        tasks.spawn(async move {
             if let Err(e) = connection.await {
                 tracing::debug!(error = %e, "HTTP connection ended with an error");
             }
         });
+        // Reap finished connections so the set holds only open ones.
+        while tasks.try_join_next().is_some() {}
     }
     drop(listener);
-    connections.shutdown().await;
+    if tokio::time::timeout(CLOSE_GRACE, connections.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::info!(
+            open = tasks.len(),
+            "closing HTTP connections whose requests did not finish"
+        );
+    }
+    tasks.shutdown().await;
     Ok(())
 }
 

@@ -36,6 +36,21 @@ use crate::mcp::McpServer;
 pub use switchboard_jsonrpc::MAX_MESSAGE_BYTES;
 use switchboard_jsonrpc::{Kind, Rejection, classify, error_json};
 
+/// Notifications queued for one client before the rest are dropped (push
+/// is best effort: what it drops stays unread).
+pub const NOTIFICATION_QUEUE: usize = 256;
+
+/// `note` as the JSON-RPC notification its client reads.
+pub fn notification_message(note: switchboard_toolset::Notification) -> serde_json::Value {
+    serde_json::json!({"jsonrpc": "2.0", "method": note.method, "params": note.params})
+}
+
+/// Whether `message` answers `initialize`: notifications may follow it.
+pub fn answers_initialize(message: &ServerJsonRpcMessage) -> bool {
+    matches!(message, JsonRpcMessage::Response(response)
+        if matches!(response.result, ServerResult::InitializeResult(_)))
+}
+
 /// An HTTP response carrying [`error_json`] with no id.
 pub fn error_response(
     status: ::http::StatusCode,

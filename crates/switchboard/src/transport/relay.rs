@@ -22,10 +22,9 @@ use switchboard_relay::{Call, Event, Handle, PeerInfo, Tool, ToolHandler, ToolRe
 use switchboard_toolset::{Caller, Notification, Process, Session, ToolSpec};
 use tokio::sync::mpsc;
 
+use super::NOTIFICATION_QUEUE;
 use crate::mcp::McpServer;
 
-/// Notifications queued for one shim before the rest are dropped.
-const NOTIFICATION_QUEUE: usize = 256;
 /// Identities adopted by processes that may dial again, at most.
 const REMEMBERED: usize = 4096;
 /// The prefix of MCP notification methods that relay events leave out.

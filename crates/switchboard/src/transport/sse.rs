@@ -38,7 +38,7 @@ use futures::{StreamExt, stream};
 use http::StatusCode;
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
 use serde::Deserialize;
-use switchboard_toolset::{Caller, Grant, Session};
+use switchboard_toolset::{Caller, Grant, Notification, Session};
 use tokio::{
     sync::{OwnedSemaphorePermit, Semaphore, mpsc},
     time::Instant,
@@ -47,8 +47,8 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    error_response as reply, http::Limits, http::busy, incoming, json_response, serve_channels,
-    too_large_response,
+    NOTIFICATION_QUEUE, answers_initialize, error_response as reply, http::Limits, http::busy,
+    incoming, json_response, notification_message, serve_channels, too_large_response,
 };
 use crate::mcp::McpServer;
 
@@ -173,8 +173,11 @@ async fn connect(State(state): State<SseState>, grant: Option<Extension<Arc<Gran
         .expect("sse sessions lock")
         .insert(id.clone(), entry);
     let session = state.shutdown.child_token();
-    // One agent per stream: its identity is the name it first sends under.
-    let client = Arc::new(Session::new(format!("sse {}", &id[..8])));
+    // One agent per stream: its identity is the name it first sends under,
+    // and what toolsets tell it goes out on the stream.
+    let (note_tx, note_rx) = mpsc::channel::<Notification>(NOTIFICATION_QUEUE);
+    let client = Arc::new(Session::new(format!("sse {}", &id[..8])).with_notifications(note_tx));
+    state.server.registry().open_session(&client);
     let server = state.server.for_caller(
         Caller::new(client.label())
             .in_session(client.clone())
@@ -217,7 +220,7 @@ async fn connect(State(state): State<SseState>, grant: Option<Extension<Arc<Gran
             tracing::info!(session = %id, idle_s = idle.map(|d| d.as_secs()), "legacy SSE session closed: no message within http.sse_idle_timeout_s");
         }
     };
-    let messages = events(out_rx, activity, guard);
+    let messages = events(out_rx, note_rx, activity, guard);
     // The stream ends when the session's server has flushed its last replies
     // and stopped (at shutdown, or when the client disconnects), or when the
     // session has been idle too long.
@@ -229,18 +232,46 @@ async fn connect(State(state): State<SseState>, grant: Option<Extension<Arc<Gran
         .into_response()
 }
 
-/// The session's messages as `message` events; each counts as activity.
-/// The stream owns `guard`: the session lasts as long as it does.
+/// The session's messages as `message` events: rmcp's replies, and once
+/// `initialize` is answered, toolsets' notifications; each counts as
+/// activity. The stream owns `guard`: the session lasts as long as it does.
 fn events(
     out: Outbox,
+    notes: mpsc::Receiver<Notification>,
     activity: Arc<Activity>,
     guard: SessionGuard,
 ) -> impl futures::Stream<Item = Result<Event, Infallible>> {
-    ReceiverStream::new(out).map(move |message| {
-        let _alive = &guard;
-        activity.touch();
-        let data = serde_json::to_string(&message).unwrap_or_default();
-        Ok(Event::default().event("message").data(data))
+    struct Streams {
+        out: Outbox,
+        notes: mpsc::Receiver<Notification>,
+        initialized: bool,
+        activity: Arc<Activity>,
+        _guard: SessionGuard,
+    }
+    let streams = Streams {
+        out,
+        notes,
+        initialized: false,
+        activity,
+        _guard: guard,
+    };
+    stream::unfold(streams, |mut s| async move {
+        let data = tokio::select! {
+            biased;
+            message = s.out.recv() => {
+                let message = message?;
+                s.initialized |= answers_initialize(&message);
+                serde_json::to_string(&message)
+            }
+            Some(note) = s.notes.recv(), if s.initialized => {
+                serde_json::to_string(&notification_message(note))
+            }
+        };
+        s.activity.touch();
+        let event = Event::default()
+            .event("message")
+            .data(data.unwrap_or_default());
+        Some((Ok(event), s))
     })
 }
 

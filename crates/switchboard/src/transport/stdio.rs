@@ -38,15 +38,11 @@ use tokio::{
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 
-use super::{DirectCall, incoming, serve_channels};
+use super::{DirectCall, NOTIFICATION_QUEUE, incoming, notification_message, serve_channels};
 use crate::mcp::McpServer;
 use switchboard_jsonrpc::{Rejection, strip_bom};
 use switchboard_lines::Next;
 use switchboard_shim::framing::{is_blank, line_reader};
-
-/// Notifications queued for the client before the rest are dropped (push
-/// is best effort: what it drops stays unread).
-const NOTIFICATION_QUEUE: usize = 256;
 
 /// Serves `server` on the given byte streams until the client closes its
 /// end, the writer fails, or `shutdown` fires. `identity` is the agent's
@@ -233,8 +229,7 @@ async fn read_lines<R: AsyncRead + Unpin>(
 
 /// Appends `note` as a JSON-RPC notification line.
 fn add_notification(batch: &mut Vec<u8>, note: Notification) {
-    let line = serde_json::json!({"jsonrpc": "2.0", "method": note.method, "params": note.params});
-    if serde_json::to_writer(&mut *batch, &line).is_ok() {
+    if serde_json::to_writer(&mut *batch, &notification_message(note)).is_ok() {
         batch.push(b'\n');
     }
 }

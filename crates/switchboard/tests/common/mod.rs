@@ -303,6 +303,8 @@ pub struct SseClient {
     events: tokio::sync::mpsc::Receiver<(String, String)>,
     pub endpoint: String,
     next_id: i64,
+    /// Notifications read from the stream while waiting for a reply.
+    notifications: Vec<Value>,
 }
 
 impl SseClient {
@@ -367,6 +369,7 @@ impl SseClient {
             events,
             endpoint: format!("{base}{data}"),
             next_id: 0,
+            notifications: Vec::new(),
         }
     }
 
@@ -382,7 +385,8 @@ impl SseClient {
             .status()
     }
 
-    /// Sends a request and returns its response from the stream.
+    /// Sends a request and returns its response from the stream; the
+    /// notifications before it are kept for [`SseClient::notification`].
     pub async fn request(&mut self, method: &str, params: Value) -> Value {
         self.next_id += 1;
         let id = self.next_id;
@@ -390,14 +394,45 @@ impl SseClient {
             serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         assert_eq!(self.post(body.to_string()).await, 202);
         loop {
-            let (event, data) = tokio::time::timeout(Duration::from_secs(30), self.events.recv())
+            let message = self
+                .next_message(Duration::from_secs(30))
                 .await
-                .expect("reply in time")
-                .expect("stream open");
-            assert_eq!(event, "message");
-            let message: Value = serde_json::from_str(&data).unwrap();
+                .expect("reply in time");
             if message["id"] == id {
                 return message;
+            }
+            if message.get("id").is_none() {
+                self.notifications.push(message);
+            }
+        }
+    }
+
+    /// The next message on the stream, if one comes within `within`.
+    async fn next_message(&mut self, within: Duration) -> Option<Value> {
+        let (event, data) = tokio::time::timeout(within, self.events.recv())
+            .await
+            .ok()?
+            .expect("stream open");
+        assert_eq!(event, "message");
+        Some(serde_json::from_str(&data).unwrap())
+    }
+
+    /// The first notification with `method` not yet taken, waiting up to
+    /// `within` for it.
+    pub async fn notification(&mut self, method: &str, within: Duration) -> Option<Value> {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            if let Some(at) = self
+                .notifications
+                .iter()
+                .position(|n| n["method"] == method)
+            {
+                return Some(self.notifications.remove(at));
+            }
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let message = self.next_message(left).await?;
+            if message.get("id").is_none() {
+                self.notifications.push(message);
             }
         }
     }
