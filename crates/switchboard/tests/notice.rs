@@ -205,6 +205,76 @@ async fn stdio_sessions_sharing_a_data_dir_notice_each_others_messages() {
     bob.close().await;
 }
 
+/// Three agents, each in its own `serve --stdio` on one data directory:
+/// the joins of the others count, so a channel of three is not a direct
+/// channel, and the default mode pushes each agent only its mentions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn joins_in_other_processes_sharing_a_data_dir_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let data_dir = dir.path().to_str().unwrap();
+    let agent = |nick: &str| {
+        RawClient::spawn(command(&[
+            "--stdio",
+            "--data-dir",
+            data_dir,
+            "--nick",
+            nick,
+        ]))
+    };
+    let [alice, bob, carol] = [agent("alice"), agent("bob"), agent("carol")];
+    for a in [&alice, &bob, &carol] {
+        a.initialize().await;
+    }
+    let made = alice
+        .call("create_channel", json!({"name": "#general"}))
+        .await;
+    assert_eq!(made["isError"], false, "{made}");
+    for a in [&alice, &bob, &carol] {
+        let joined = a.call("join_channel", json!({"channel": "#general"})).await;
+        assert_eq!(joined["isError"], false, "{joined}");
+    }
+    // Each process sees all three members.
+    for a in [&alice, &bob, &carol] {
+        let members = eventually(Duration::from_secs(5), "three members", || async {
+            let listed = a.call("get_members", json!({"channel": "#general"})).await;
+            let text = result_text(&listed);
+            if ["alice", "bob", "carol"].iter().all(|n| text.contains(n)) {
+                Ok(text)
+            } else {
+                Err(text)
+            }
+        })
+        .await;
+        assert!(!members.contains("No members"), "{members}");
+    }
+    alice
+        .call(
+            "send_message",
+            json!({"channel": "#general", "text": "hello all"}),
+        )
+        .await;
+    alice
+        .call(
+            "send_message",
+            json!({"channel": "#general", "text": "@bob can you look?"}),
+        )
+        .await;
+    let pushed = bob.wait_for(CHANNEL, 1, Duration::from_secs(5)).await;
+    assert_eq!(pushed[0].1["params"]["content"], "@bob can you look?");
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(
+        carol.notifications(CHANNEL).len(),
+        0,
+        "carol was pushed what was not for her: {:?}\n{}",
+        carol.notifications(CHANNEL),
+        carol.stderr()
+    );
+    assert_eq!(bob.notifications(CHANNEL).len(), 1);
+    for a in [alice, bob, carol] {
+        a.close().await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_loop_guard_pauses_once_for_agents_in_two_processes_sharing_a_data_dir() {
     let (_dir, agents) = two_agents_sharing_a_data_dir("[chat.push]\nloop_messages = 6\n").await;

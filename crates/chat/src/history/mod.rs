@@ -371,6 +371,9 @@ struct Shared {
     feed: broadcast::Sender<Arc<[Message]>>,
     /// The newest message told to the feed and the rest (see `tail`).
     published: tail::Published,
+    /// Which cursor changes of other processes this one has loaded (see
+    /// `tail`).
+    cursor_changes: tail::CursorChanges,
     /// A history on disk: what stops the thread that looks for other
     /// processes' commits, and the thread.
     tail: Mutex<Option<(file_changes::Stop, JoinHandle<()>)>>,
@@ -518,6 +521,7 @@ impl History {
                 recent: recent::Recent::default(),
                 feed: broadcast::channel(FEED_CAPACITY).0,
                 published: tail::Published::default(),
+                cursor_changes: tail::CursorChanges::default(),
                 tail: Mutex::new(None),
             }),
         };
@@ -602,7 +606,7 @@ impl History {
             )
             .optional()?
             .unwrap_or(0);
-        load_cursors(&conn, &self.shared.cursors)?;
+        load_cursors(&conn, &self.shared.cursors, &self.shared.cursor_changes)?;
         let newest_id: i64 =
             conn.query_row("SELECT coalesce(max(id), 0) FROM messages", [], |row| {
                 row.get(0)
@@ -622,6 +626,7 @@ impl History {
             unindexed: usize::from(behind),
             index_wait: writer::INDEX_IDLE,
             unsaved_cursors: HashMap::new(),
+            cursor_change: None,
             last_activity: Instant::now(),
             thread_waits_for_idle: false,
             heard: VecDeque::new(),
@@ -1314,8 +1319,13 @@ fn ranked_matches(
 
 /// Fills the cursor table from the database (at start-up, before the writer
 /// runs): every cursor, each channel's newest position, and the positions of
-/// each identity's own messages after its cursor.
-fn load_cursors(conn: &Connection, cursors: &Cursors) -> Result<(), HistoryError> {
+/// each identity's own messages after its cursor; later changes of other
+/// processes are loaded by the tail thread.
+fn load_cursors(
+    conn: &Connection,
+    cursors: &Cursors,
+    changes: &tail::CursorChanges,
+) -> Result<(), HistoryError> {
     let last: Vec<(i64, i64)> = conn
         .prepare(
             "SELECT id, (SELECT max(seq) FROM messages WHERE channel_id = channels.id)
@@ -1326,21 +1336,50 @@ fn load_cursors(conn: &Connection, cursors: &Cursors) -> Result<(), HistoryError
         })?
         .collect::<Result<_, _>>()?;
     cursors.set_last_seqs(last);
-    let saved: Vec<(String, i64, i64, bool)> = conn
-        .prepare("SELECT identity, channel_id, read_seq, joined FROM cursors")?
-        .query_map([], |row| {
-            Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
-        })?
-        .collect::<Result<_, _>>()?;
-    for (identity, channel_id, read_seq, joined) in saved {
-        cursors.update(&identity, channel_id, Some(read_seq), Some(joined));
+    let saved = saved_cursors(conn, -1)?;
+    for cursor in &saved {
+        cursors.update(
+            &cursor.identity,
+            cursor.channel_id,
+            Some(cursor.read_seq),
+            Some(cursor.joined),
+        );
         cursors.add_own(
-            &identity,
-            channel_id,
-            &own_after(conn, &identity, channel_id, read_seq)?,
+            &cursor.identity,
+            cursor.channel_id,
+            &own_after(conn, &cursor.identity, cursor.channel_id, cursor.read_seq)?,
         );
     }
+    changes.start_after(saved.iter().map(|c| c.changed).max().unwrap_or(0));
     Ok(())
+}
+
+/// A cursor as the `cursors` table holds it.
+struct SavedCursor {
+    identity: String,
+    channel_id: i64,
+    read_seq: i64,
+    joined: bool,
+    /// The change that last wrote it (see `tail::CursorChanges`).
+    changed: i64,
+}
+
+/// The saved cursors written after change `after`, oldest change first.
+fn saved_cursors(conn: &Connection, after: i64) -> rusqlite::Result<Vec<SavedCursor>> {
+    conn.prepare_cached(
+        "SELECT identity, channel_id, read_seq, joined, changed FROM cursors
+          WHERE changed > ?1 ORDER BY changed",
+    )?
+    .query_map([after], |row| {
+        Ok(SavedCursor {
+            identity: row.get(0)?,
+            channel_id: row.get(1)?,
+            read_seq: row.get(2)?,
+            joined: row.get(3)?,
+            changed: row.get(4)?,
+        })
+    })?
+    .collect()
 }
 
 /// Positions of `identity`'s messages in the channel after `read_seq`.
@@ -2347,6 +2386,50 @@ pub(crate) mod tests {
         // The agent's connection has quit: the nick is free at once.
         rt.block_on(ours.unmark_agent("bot")).unwrap();
         assert_eq!(heard("bot", "four"), [SenderKind::Human]);
+        ours.close();
+        theirs.close();
+    }
+
+    /// Polls `probe` until it holds, for at most five seconds.
+    fn within_seconds(what: &str, probe: impl Fn() -> bool) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while !probe() {
+            assert!(std::time::Instant::now() < deadline, "{what}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    #[test]
+    fn joins_leaves_and_reads_of_another_process_are_loaded() {
+        let rt = runtime();
+        let (_dir, ours, theirs) = two_processes();
+        rt.block_on(ours.append(vec![msg("#a", "ann", "one"), msg("#a", "ann", "two")]))
+            .unwrap();
+        let id = ours.channel_row("#a").unwrap().unwrap().id;
+        ours.mark("ann", id, None, Some(true)).unwrap();
+        // Another process's agent joins without speaking: this one sees it
+        // a member.
+        theirs.mark("bob", id, Some(1), Some(true)).unwrap();
+        within_seconds("bob's join never reached this process", || {
+            ours.joined(id) == ["ann", "bob"]
+        });
+        assert_eq!(ours.cursor("bob", id).unwrap().unread, 1);
+        // Its read moves the cursor here too, and its leave is a leave.
+        theirs.mark("bob", id, Some(2), Some(false)).unwrap();
+        within_seconds("bob's leave never reached this process", || {
+            ours.joined(id) == ["ann"]
+        });
+        assert_eq!(ours.cursor("bob", id).unwrap().unread, 0);
+        // A cursor this process moved further is not moved back, and its
+        // own join stands.
+        ours.mark("carl", id, Some(2), Some(true)).unwrap();
+        theirs.mark("carl", id, Some(1), Some(true)).unwrap();
+        theirs.mark("dora", id, None, Some(true)).unwrap();
+        within_seconds("dora's join never reached this process", || {
+            ours.joined(id).contains(&"dora".to_owned())
+        });
+        assert_eq!(ours.cursor("carl", id).unwrap().read_seq, 2);
+        assert_eq!(ours.cursor("ann", id).map(|c| c.joined), Some(true));
         ours.close();
         theirs.close();
     }

@@ -91,6 +91,27 @@ fn upgrade(conn: &Connection, path: &str) -> Result<(), HistoryError> {
     conn.execute_batch(NOTICES)?;
     add_agent_marks(conn)?;
     add_accounts(conn)?;
+    add_cursor_changes(conn)?;
+    Ok(())
+}
+
+/// Adds `cursors.changed`: the commit that last wrote a cursor, counted
+/// across every process sharing the file, so that each can load the
+/// cursors (joins above all) the others moved since it last looked. Added
+/// to any database without changing its version, so older builds keep
+/// opening it; [`CURRENT`] has it already.
+fn add_cursor_changes(conn: &Connection) -> rusqlite::Result<()> {
+    let present: bool = conn.query_row(
+        "SELECT count(*) FROM pragma_table_info('cursors') WHERE name = 'changed'",
+        [],
+        |row| row.get(0),
+    )?;
+    if !present {
+        conn.execute_batch(
+            "ALTER TABLE cursors ADD COLUMN changed INTEGER NOT NULL DEFAULT 0;
+             CREATE INDEX cursors_changed ON cursors(changed);",
+        )?;
+    }
     Ok(())
 }
 
@@ -192,8 +213,10 @@ CREATE TABLE cursors (
     channel_id INTEGER NOT NULL REFERENCES channels(id),
     read_seq INTEGER NOT NULL,
     joined INTEGER NOT NULL,
+    changed INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (identity, channel_id)
 ) WITHOUT ROWID;
+CREATE INDEX cursors_changed ON cursors(changed);
 PRAGMA user_version = 2;";
 
 /// Version 1 as earlier builds created it (channels, messages with their

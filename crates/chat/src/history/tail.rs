@@ -18,14 +18,24 @@
 //! Ids are rowids given under the database's write lock, so they grow in
 //! commit order across processes: a message committed later always has a
 //! larger id.
+//!
+//! The same thread loads the read cursors other processes saved
+//! ([`CursorChanges`]): joins and leaves above all, so that members, direct
+//! channels and pushes agree across processes. Each commit that saves
+//! cursors numbers them one change past the largest saved so far; the
+//! thread loads the rows past the largest it has seen, skipping the
+//! changes this process made itself (its memory may already be ahead of
+//! them). A cursor only moves forward, whoever moved it.
 
 use std::sync::{Mutex, MutexGuard, Weak};
 
 use rusqlite::{Connection, params};
 
 use super::{
-    HistoryError, Message, Shared, file_changes::FileChanges, message_row, select_messages,
+    HistoryError, Message, Shared, file_changes::FileChanges, message_row, own_after,
+    saved_cursors, select_messages,
 };
+use crate::history::cursors::Change;
 
 /// Messages loaded at a time when another process has committed many.
 const BATCH: i64 = 512;
@@ -46,7 +56,69 @@ impl Published {
     }
 }
 
+/// The cursor changes this process knows of (see the module doc).
+#[derive(Default)]
+pub(super) struct CursorChanges(Mutex<ChangesSeen>);
+
+#[derive(Default)]
+struct ChangesSeen {
+    /// The largest change loaded (or made here).
+    seen: i64,
+    /// Changes this process's writer made that may not be seen yet.
+    own: Vec<i64>,
+}
+
+impl CursorChanges {
+    /// Set when the database opens, after loading every cursor.
+    pub(super) fn start_after(&self, change: i64) {
+        self.lock().seen = change;
+    }
+
+    /// Notes a change the writer is about to commit.
+    pub(super) fn own(&self, change: i64) {
+        self.lock().own.push(change);
+    }
+
+    /// Forgets a change whose commit was rolled back: another process may
+    /// commit a change with its number.
+    pub(super) fn rolled_back(&self, change: i64) {
+        self.lock().own.retain(|&c| c != change);
+    }
+
+    fn lock(&self) -> MutexGuard<'_, ChangesSeen> {
+        self.0.lock().expect("cursor changes lock")
+    }
+}
+
 impl Shared {
+    /// Loads the cursors other processes saved since the last look.
+    fn load_cursor_changes(&self, conn: &Connection) -> rusqlite::Result<()> {
+        let after = self.cursor_changes.lock().seen;
+        let saved = saved_cursors(conn, after)?;
+        let Some(newest) = saved.last().map(|c| c.changed) else {
+            return Ok(());
+        };
+        let own = std::mem::take(&mut self.cursor_changes.lock().own);
+        for cursor in saved.iter().filter(|c| !own.contains(&c.changed)) {
+            let (view, change) = self.cursors.update(
+                &cursor.identity,
+                cursor.channel_id,
+                Some(cursor.read_seq),
+                Some(cursor.joined),
+            );
+            if change == Change::Created {
+                let mine = own_after(conn, &cursor.identity, cursor.channel_id, view.read_seq)?;
+                self.cursors
+                    .add_own(&cursor.identity, cursor.channel_id, &mine);
+            }
+        }
+        let mut changes = self.cursor_changes.lock();
+        changes.seen = changes.seen.max(newest);
+        // Changes of this process not committed yet are kept for next time.
+        changes.own.extend(own.into_iter().filter(|&c| c > newest));
+        Ok(())
+    }
+
     /// Tells this process of `own`, the messages its writer has just
     /// committed (in id order), after any message of another process
     /// committed before them; `conn` loads those.
@@ -138,6 +210,7 @@ pub(super) fn run(shared: Weak<Shared>, conn: Connection, mut changes: FileChang
                 return Ok(false);
             }
             history.publish_committed(&conn)?;
+            history.load_cursor_changes(&conn)?;
             seen = Some(now);
             Ok(true)
         });

@@ -134,6 +134,9 @@ pub(super) struct Writer {
     /// Cursors moved since the last commit: (identity, channel id) ->
     /// (read position, joined); written by the next commit.
     pub(super) unsaved_cursors: HashMap<(String, i64), (i64, bool)>,
+    /// The change number the commit under way gave the cursors it saves
+    /// (see `tail::CursorChanges`).
+    pub(super) cursor_change: Option<i64>,
     /// When the writer last took an operation or did its idle work.
     pub(super) last_activity: Instant,
     /// Whether the thread sleeps with a deadline for the idle moment.
@@ -291,6 +294,10 @@ impl Writer {
                 tracing::warn!(error = %e, "read cursors were not saved; trying again later (they hold in memory meanwhile)");
             }
             let _ = self.conn.execute_batch("ROLLBACK");
+            if let (Some(change), Some(shared)) = (self.cursor_change.take(), self.shared.upgrade())
+            {
+                shared.cursor_changes.rolled_back(change);
+            }
             // Ids and positions assigned inside the rolled-back transaction are gone.
             self.channel_ids.clear();
             self.channel_seqs.clear();
@@ -390,15 +397,8 @@ impl Writer {
                 Op::Wake => {}
             }
         }
-        for ((identity, channel_id), (read_seq, joined)) in &self.unsaved_cursors {
-            self.conn
-                .prepare_cached(
-                    "INSERT INTO cursors (identity, channel_id, read_seq, joined)
-                     VALUES (?1, ?2, ?3, ?4)
-                     ON CONFLICT (identity, channel_id) DO UPDATE
-                     SET read_seq = max(read_seq, excluded.read_seq), joined = excluded.joined",
-                )?
-                .execute(params![identity, channel_id, read_seq, joined])?;
+        if !self.unsaved_cursors.is_empty() {
+            self.save_cursors()?;
         }
         let index = index || self.unindexed >= INDEX_BATCH;
         if index {
@@ -409,6 +409,34 @@ impl Writer {
             self.unindexed = 0;
         }
         self.unsaved_cursors.clear();
+        self.cursor_change = None;
+        Ok(())
+    }
+
+    /// Writes the unsaved cursors, numbered as one change after every
+    /// change any process made before (under the write lock, so the numbers
+    /// grow in commit order); the tail thread skips this process's own.
+    fn save_cursors(&mut self) -> rusqlite::Result<()> {
+        let change: i64 = self
+            .conn
+            .prepare_cached("SELECT coalesce(max(changed), 0) + 1 FROM cursors")?
+            .query_row([], |row| row.get(0))?;
+        // Only a file has other processes, and a tail thread to skip ours.
+        if let Some(shared) = self.shared.upgrade().filter(|s| s.open.file) {
+            shared.cursor_changes.own(change);
+        }
+        self.cursor_change = Some(change);
+        for ((identity, channel_id), (read_seq, joined)) in &self.unsaved_cursors {
+            self.conn
+                .prepare_cached(
+                    "INSERT INTO cursors (identity, channel_id, read_seq, joined, changed)
+                     VALUES (?1, ?2, ?3, ?4, ?5)
+                     ON CONFLICT (identity, channel_id) DO UPDATE
+                     SET read_seq = max(read_seq, excluded.read_seq), joined = excluded.joined,
+                         changed = excluded.changed",
+                )?
+                .execute(params![identity, channel_id, read_seq, joined, change])?;
+        }
         Ok(())
     }
 
