@@ -14,6 +14,14 @@
 //! IRC, where a nick is anyone's to take, approvers can be services
 //! accounts instead: a reply then counts only from a sender the network
 //! vouches is logged in as one of them.
+//!
+//! Several processes may share one history (`serve --stdio` instances on
+//! one data directory) and each hears every reply. The process whose agent
+//! asked holds the request's id as a history claim, so no other agent can
+//! ask under the same id, and only it answers replies naming that id; a
+//! reply naming an id nobody holds is answered by the first process to
+//! claim the reply. Other processes read the held ids' details from the
+//! claims (the web view lists every pending request).
 
 use std::{
     collections::HashMap,
@@ -21,13 +29,15 @@ use std::{
     time::Duration,
 };
 
+use chrono::Utc;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use switchboard_toolset::{JsonObject, Notification, Session};
 use tokio::time::Instant;
 
 use crate::{
     backend::ChatBackend,
-    history::{Message, SenderKind},
+    history::{Claim, History, Message, SenderKind, this_process},
     names::Channel,
 };
 
@@ -80,7 +90,27 @@ pub struct Pending {
 pub(crate) struct Approvals {
     settings: ApprovalSettings,
     backend: Arc<dyn ChatBackend>,
+    history: History,
+    /// This process's requests, by lowercase id.
     requests: Mutex<HashMap<String, Request>>,
+}
+
+/// What the claim on a request's id tells the other processes.
+#[derive(Debug, Serialize, Deserialize)]
+struct Claimed {
+    agent: String,
+    tool: String,
+    description: String,
+    preview: String,
+    /// When it was asked and until when it can be answered (µs).
+    asked: i64,
+    expires: i64,
+    answered: bool,
+}
+
+/// The claim key of a request's (lowercase) id.
+fn request_key(id: &str) -> String {
+    format!("approval:{id}")
 }
 
 struct Request {
@@ -93,8 +123,32 @@ struct Request {
     description: String,
     preview: String,
     asked: Instant,
+    /// When it was asked, by the clock (µs), for the claim.
+    asked_at: i64,
     /// The verdict and who gave it.
     answer: Option<(Behavior, String)>,
+}
+
+impl Request {
+    /// What the claim on its id says, and until when it holds: as long as
+    /// this process remembers the request.
+    fn claim(&self, timeout: Duration) -> (i64, String) {
+        let claimed = Claimed {
+            agent: self.agent.clone(),
+            tool: self.tool.clone(),
+            description: self.description.clone(),
+            preview: self.preview.clone(),
+            asked: self.asked_at,
+            expires: self.asked_at + micros(timeout),
+            answered: self.answer.is_some(),
+        };
+        let data = serde_json::to_string(&claimed).unwrap_or_default();
+        (self.asked_at + micros(REMEMBER), data)
+    }
+}
+
+fn micros(duration: Duration) -> i64 {
+    i64::try_from(duration.as_micros()).unwrap_or(i64::MAX)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -124,10 +178,15 @@ struct Ask {
 }
 
 impl Approvals {
-    pub(crate) fn new(settings: ApprovalSettings, backend: Arc<dyn ChatBackend>) -> Self {
+    pub(crate) fn new(
+        settings: ApprovalSettings,
+        backend: Arc<dyn ChatBackend>,
+        history: History,
+    ) -> Self {
         Self {
             settings,
             backend,
+            history,
             requests: Mutex::default(),
         }
     }
@@ -136,8 +195,9 @@ impl Approvals {
         self.backend.rules().channel(&self.settings.channel).ok()
     }
 
-    /// A client asked: post the request to the approvals channel. Malformed
-    /// or oversized requests are logged and dropped.
+    /// A client asked: claim its id, and post the request to the approvals
+    /// channel. Malformed or oversized requests, and ids another request
+    /// holds, are logged and dropped.
     pub(crate) fn request(self: &Arc<Self>, session: &Arc<Session>, params: &JsonObject) {
         let ask = match parse(params) {
             Ok(ask) => ask,
@@ -153,7 +213,7 @@ impl Approvals {
         let agent = session
             .identity()
             .unwrap_or_else(|| session.label().to_owned());
-        {
+        let (until, data) = {
             let mut requests = self.requests();
             if requests.contains_key(&ask.id) {
                 tracing::warn!(id = %ask.id, "ignored a permission request whose id is already in use");
@@ -162,20 +222,21 @@ impl Approvals {
             if requests.len() >= MAX_PENDING {
                 forget_oldest(&mut requests);
             }
-            requests.insert(
-                ask.id.clone(),
-                Request {
-                    request_id: ask.request_id.clone(),
-                    session: Arc::downgrade(session),
-                    agent: agent.clone(),
-                    tool: ask.tool.clone(),
-                    description: ask.description.clone(),
-                    preview: ask.preview.clone(),
-                    asked: Instant::now(),
-                    answer: None,
-                },
-            );
-        }
+            let request = Request {
+                request_id: ask.request_id.clone(),
+                session: Arc::downgrade(session),
+                agent: agent.clone(),
+                tool: ask.tool.clone(),
+                description: ask.description.clone(),
+                preview: ask.preview.clone(),
+                asked: Instant::now(),
+                asked_at: Utc::now().timestamp_micros(),
+                answer: None,
+            };
+            let claim = request.claim(self.settings.timeout);
+            requests.insert(ask.id.clone(), request);
+            claim
+        };
         let text = format!(
             "Approval {id}: {agent} wants to run {tool}: {description} — {preview} — reply \"yes {id}\" or \"no {id}\" (within {secs} s)",
             id = ask.id,
@@ -184,13 +245,35 @@ impl Approvals {
             preview = ask.preview,
             secs = self.settings.timeout.as_secs(),
         );
-        tracing::info!(id = %ask.id, %agent, tool = %ask.tool, "permission request posted");
-        self.post(channel, text);
+        let this = self.clone();
+        tokio::spawn(async move {
+            match this
+                .history
+                .claim(&request_key(&ask.id), until, Some(data))
+                .await
+            {
+                Ok(true) => {}
+                Ok(false) => {
+                    tracing::warn!(id = %ask.id, %agent, "ignored a permission request whose id another agent's request holds");
+                    this.requests().remove(&ask.id);
+                    return;
+                }
+                // Answered here all the same; other processes may answer
+                // its replies too.
+                Err(e) => {
+                    tracing::warn!(id = %ask.id, error = %e, "cannot claim a permission request's id in the history")
+                }
+            }
+            tracing::info!(id = %ask.id, %agent, tool = %ask.tool, "permission request posted");
+            this.announce(channel, text).await;
+        });
     }
 
     /// A message was committed: if it answers a request in the approvals
     /// channel, settle it (the acknowledgement is posted in the background).
-    pub(crate) fn on_message(&self, message: &Message) {
+    /// A reply naming another process's request is that process's to
+    /// answer.
+    pub(crate) fn on_message(self: &Arc<Self>, message: &Message) {
         let Some(channel) = self.channel() else {
             return;
         };
@@ -200,16 +283,47 @@ impl Approvals {
         let Some((behavior, id)) = parse_reply(&message.text) else {
             return;
         };
-        let reply = self.answer(&id, behavior, message);
-        self.post(channel, reply);
+        if self.requests().contains_key(&id) {
+            let reply = self.answer(&id, behavior, message);
+            let this = self.clone();
+            tokio::spawn(async move {
+                this.save_answer(&id).await;
+                this.announce(channel, reply).await;
+            });
+            return;
+        }
+        let (this, message) = (self.clone(), message.clone());
+        tokio::spawn(async move {
+            let held = match this.history.claim_on(&request_key(&id)) {
+                Ok(held) => held,
+                Err(e) => {
+                    tracing::warn!(%id, error = %e, "cannot read who holds an approval request");
+                    None
+                }
+            };
+            if held
+                .as_ref()
+                .is_some_and(|claim| claim.owner != this_process() && claim.holds())
+            {
+                return;
+            }
+            let until = Utc::now().timestamp_micros() + micros(REMEMBER);
+            let reply_key = format!("approval-reply:{}", message.id);
+            if !matches!(this.history.claim(&reply_key, until, None).await, Ok(true)) {
+                return;
+            }
+            let reply = this.answer_unheld(&id, &message, held);
+            this.announce(channel, reply).await;
+        });
     }
 
-    /// Settles `id` with `behavior` if `message` may; returns what to say in
-    /// the channel.
-    fn answer(&self, id: &str, behavior: Behavior, message: &Message) -> String {
+    /// Why `message` may not answer `id` at all, if it may not.
+    fn refusal(&self, id: &str, message: &Message) -> Option<String> {
         let by = &message.nick;
         if message.kind != SenderKind::Human {
-            return format!("{by}: only a person can answer approvals; {id} is unchanged.");
+            return Some(format!(
+                "{by}: only a person can answer approvals; {id} is unchanged."
+            ));
         }
         let rules = self.backend.rules();
         let accounts = &self.settings.approver_accounts;
@@ -220,13 +334,13 @@ impl Approvals {
                     .any(|a| rules.fold(a) == rules.fold(account))
             })
         {
-            return format!(
+            return Some(format!(
                 "{by}: only a person logged in to an approver's account can answer approvals here (the IRC network vouches for {}); {id} is unchanged.",
                 match &message.account {
                     Some(account) => format!("your account {account}, which is not one of them"),
                     None => "no account of yours: log in with your services (NickServ), on a network that tags accounts".into(),
                 }
-            );
+            ));
         }
         if !self.settings.approvers.is_empty()
             && !self
@@ -235,8 +349,43 @@ impl Approvals {
                 .iter()
                 .any(|a| rules.fold(a) == message.nick_key)
         {
-            return format!("{by}: you are not an approver here; {id} is unchanged.");
+            return Some(format!(
+                "{by}: you are not an approver here; {id} is unchanged."
+            ));
         }
+        None
+    }
+
+    /// What to say to a reply naming an id no running process holds: the
+    /// agent whose process exited has gone away; otherwise there is no such
+    /// request.
+    fn answer_unheld(&self, id: &str, message: &Message, lapsed: Option<Claim>) -> String {
+        if let Some(refusal) = self.refusal(id, message) {
+            return refusal;
+        }
+        let by = &message.nick;
+        let asked: Option<Claimed> = lapsed
+            .and_then(|claim| claim.data)
+            .and_then(|data| serde_json::from_str(&data).ok());
+        match asked {
+            Some(asked) if !asked.answered => {
+                format!(
+                    "{by}: {} has gone away; {id} cannot be answered.",
+                    asked.agent
+                )
+            }
+            _ => format!("{by}: there is no approval request {id}."),
+        }
+    }
+
+    /// Settles this process's request `id` with `behavior` if `message`
+    /// may; returns what to say in the channel.
+    fn answer(&self, id: &str, behavior: Behavior, message: &Message) -> String {
+        if let Some(refusal) = self.refusal(id, message) {
+            return refusal;
+        }
+        let by = &message.nick;
+        let rules = self.backend.rules();
         let mut requests = self.requests();
         requests.retain(|_, r| r.asked.elapsed() < REMEMBER);
         let Some(request) = requests.get_mut(id) else {
@@ -294,21 +443,40 @@ impl Approvals {
         )
     }
 
-    /// Posts a notice to the approvals channel without waiting for it.
-    fn post(&self, channel: Channel, text: String) {
-        let backend = self.backend.clone();
-        tokio::spawn(async move {
-            if let Err(e) = backend.announce(&channel, text, None).await {
-                tracing::warn!(%channel, error = %e, "cannot post to the approvals channel");
+    /// Tells the other processes that this process's request `id` is
+    /// answered (when it is), so their web views drop it.
+    async fn save_answer(&self, id: &str) {
+        let claim = {
+            let requests = self.requests();
+            match requests.get(id) {
+                Some(request) if request.answer.is_some() => request.claim(self.settings.timeout),
+                _ => return,
             }
-        });
+        };
+        let (until, data) = claim;
+        if let Err(e) = self
+            .history
+            .claim(&request_key(id), until, Some(data))
+            .await
+        {
+            tracing::warn!(%id, error = %e, "cannot record an approval's answer in the history");
+        }
+    }
+
+    /// Posts a notice to the approvals channel.
+    async fn announce(&self, channel: Channel, text: String) {
+        if let Err(e) = self.backend.announce(&channel, text, None).await {
+            tracing::warn!(%channel, error = %e, "cannot post to the approvals channel");
+        }
     }
 
     /// Requests not yet answered nor expired, whose agent is still there,
-    /// oldest first.
+    /// oldest first: this process's, and those other processes sharing the
+    /// history hold.
     pub(crate) fn pending(&self) -> Vec<Pending> {
         let timeout = self.settings.timeout;
-        let mut pending: Vec<(Instant, Pending)> = self
+        let now = Utc::now().timestamp_micros();
+        let mut pending: Vec<(i64, Pending)> = self
             .requests()
             .iter()
             .filter(|(_, r)| {
@@ -325,9 +493,37 @@ impl Approvals {
                     preview: r.preview.clone(),
                     expires_in_s: timeout.saturating_sub(r.asked.elapsed()).as_secs(),
                 };
-                (r.asked, pending)
+                (r.asked_at, pending)
             })
             .collect();
+        let held = self.history.claims("approval:").unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "cannot read other processes' approval requests");
+            Vec::new()
+        });
+        for claim in held {
+            let Some(id) = claim.key.strip_prefix("approval:") else {
+                continue;
+            };
+            if self.requests().contains_key(id) {
+                continue;
+            }
+            let Some(asked) = claim
+                .data
+                .and_then(|data| serde_json::from_str::<Claimed>(&data).ok())
+                .filter(|asked| !asked.answered && asked.expires > now)
+            else {
+                continue;
+            };
+            let pending_one = Pending {
+                id: id.to_owned(),
+                agent: asked.agent,
+                tool: asked.tool,
+                description: asked.description,
+                preview: asked.preview,
+                expires_in_s: u64::try_from((asked.expires - now) / 1_000_000).unwrap_or(0),
+            };
+            pending.push((asked.asked, pending_one));
+        }
         pending.sort_by_key(|(asked, _)| *asked);
         pending.into_iter().map(|(_, p)| p).collect()
     }

@@ -907,6 +907,132 @@ async fn wait_for_text(client: &RawClient, channel: &str, needle: &str) -> Strin
     }
 }
 
+/// How many texts of `channel` contain `needle`, once nothing more has
+/// come for a while (replies are posted in the background).
+async fn settled_count(client: &RawClient, channel: &str, needle: &str) -> usize {
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    channel_texts(client, channel)
+        .await
+        .iter()
+        .filter(|t| t.contains(needle))
+        .count()
+}
+
+/// Approvals with two `serve --stdio` agents and a daemon (HTTP, the web
+/// view and the relay socket) on one data directory: each request is the
+/// asking process's, every reply is answered once, two agents cannot ask
+/// under one id, and the daemon's web view lists the stdio agents'
+/// requests.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approvals_across_processes_sharing_a_data_dir_are_answered_once() {
+    let runtime = runtime_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let data = data.to_str().unwrap();
+    let socket = dir.path().join("relay.sock");
+    let file = config(dir.path(), "[chat.approvals]\nchannel = \"#approvals\"\n");
+    let daemon = Server::start_with(
+        &[
+            "--data-dir",
+            data,
+            "--config",
+            &file,
+            "--socket",
+            socket.to_str().unwrap(),
+        ],
+        &[("XDG_RUNTIME_DIR", runtime.path().to_str().unwrap())],
+    )
+    .await;
+    let agent = |nick: &str| {
+        RawClient::spawn(command(&[
+            "--stdio",
+            "--data-dir",
+            data,
+            "--config",
+            &file,
+            "--nick",
+            nick,
+        ]))
+    };
+    let (sam, tom) = (agent("sam"), agent("tom"));
+    sam.initialize().await;
+    tom.initialize().await;
+
+    // Two agents ask under one id: one request is posted, the other dropped.
+    sam.notify(PERMISSION_REQUEST, permission_request("xp2"))
+        .await;
+    wait_for_text(&sam, "#approvals", "Approval xp2").await;
+    tom.notify(PERMISSION_REQUEST, permission_request("xp2"))
+        .await;
+    assert_eq!(settled_count(&sam, "#approvals", "Approval xp2").await, 1);
+    // The daemon's web view lists the stdio agent's request.
+    let listed: Value = reqwest::get(daemon.url("/api/approvals"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(listed["pending"][0]["id"], "xp2", "{listed}");
+    assert_eq!(listed["pending"][0]["agent"], "sam", "{listed}");
+
+    // One reply, one verdict, to the agent that asked, and one acknowledgement.
+    say(&socket, runtime.path(), "#approvals", "ann", "no xp2").await;
+    let verdict = sam.wait_for(PERMISSION, 1, Duration::from_secs(5)).await;
+    assert_eq!(verdict[0].1["params"]["behavior"], "deny");
+    assert_eq!(
+        settled_count(&sam, "#approvals", "xp2 denied by ann").await,
+        1
+    );
+    assert!(tom.notifications(PERMISSION).is_empty());
+    let listed: Value = reqwest::get(daemon.url("/api/approvals"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(listed["pending"], json!([]), "{listed}");
+
+    // An unknown id, and an agent's answer, are each refused once.
+    say(&socket, runtime.path(), "#approvals", "ann", "yes zz9").await;
+    assert_eq!(
+        settled_count(&sam, "#approvals", "there is no approval request zz9").await,
+        1
+    );
+    tom.notify(PERMISSION_REQUEST, permission_request("xp3"))
+        .await;
+    wait_for_text(&sam, "#approvals", "Approval xp3").await;
+    sam.call(
+        "send_message",
+        json!({"channel": "#approvals", "text": "yes xp3"}),
+    )
+    .await;
+    assert_eq!(
+        settled_count(
+            &sam,
+            "#approvals",
+            "only a person can answer approvals; xp3"
+        )
+        .await,
+        1
+    );
+    assert!(tom.notifications(PERMISSION).is_empty());
+
+    // The asking process gone, its request is said to be gone, once.
+    tom.close().await;
+    say(&socket, runtime.path(), "#approvals", "ann", "yes xp3").await;
+    assert_eq!(
+        settled_count(
+            &sam,
+            "#approvals",
+            "tom has gone away; xp3 cannot be answered"
+        )
+        .await,
+        1
+    );
+    sam.close().await;
+    drop(daemon);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_expired_request_or_a_gone_agent_cannot_be_answered() {
     let runtime = runtime_dir();

@@ -62,6 +62,7 @@ use tokio_util::sync::CancellationToken;
 use crate::names::Channel;
 
 mod backup;
+mod claims;
 mod cursors;
 mod file_changes;
 mod recent;
@@ -70,6 +71,7 @@ mod tail;
 mod writer;
 
 pub use backup::{Backup, BackupError, backup_file};
+pub(crate) use claims::{Claim, this_process};
 pub use cursors::CursorView;
 use cursors::{Change, Cursors};
 use writer::{Op, Writer};

@@ -89,6 +89,7 @@ fn upgrade(conn: &Connection, path: &str) -> Result<(), HistoryError> {
     }
     conn.execute_batch(SEARCH_PROGRESS)?;
     conn.execute_batch(NOTICES)?;
+    conn.execute_batch(CLAIMS)?;
     add_agent_marks(conn)?;
     add_accounts(conn)?;
     add_cursor_changes(conn)?;
@@ -156,6 +157,16 @@ fn add_agent_marks(conn: &Connection) -> rusqlite::Result<()> {
 /// [`CURRENT`] has it already.
 const NOTICES: &str = "CREATE INDEX IF NOT EXISTS messages_notices
     ON messages(channel_id, nick_key, ts) WHERE kind = 3;";
+
+/// Which process sharing the file answers for what (see `claims`). Added
+/// to any database without changing its version, so older builds keep
+/// opening it.
+const CLAIMS: &str = "CREATE TABLE IF NOT EXISTS claims (
+    key TEXT PRIMARY KEY,
+    owner INTEGER NOT NULL,
+    until INTEGER NOT NULL,
+    data TEXT
+) WITHOUT ROWID;";
 
 /// How far the search index is known to be complete: every message up to
 /// `indexed_through` is in `messages_fts`; newer ones may or may not be (a

@@ -93,6 +93,14 @@ pub(super) enum Op {
     /// Ends every mark of `nick_key` as an agent's nick (see
     /// [`History::unmark_agent`](super::History::unmark_agent)).
     UnmarkAgent { nick_key: String, reply: Reply<()> },
+    /// Takes a claim unless another process holds it (see
+    /// [`History::claim`](super::History::claim)); `taken` says whether it
+    /// did.
+    Claim {
+        claim: super::Claim,
+        taken: bool,
+        reply: Reply<bool>,
+    },
     /// Brings the full-text index up to every stored message (of any
     /// process sharing the database); `reply`, if any, hears after the commit.
     Index { reply: Option<Reply<()>> },
@@ -389,6 +397,7 @@ impl Writer {
                         )?
                         .execute(params![&*nick_key])?;
                 }
+                Op::Claim { claim, taken, .. } => *taken = super::claims::take(&self.conn, claim)?,
                 Op::Index { .. } => index = true,
                 // Held before the group runs; written just below either way.
                 Op::SaveCursor { .. } => {
@@ -801,6 +810,9 @@ impl Op {
             }
             Op::EnsureChannel { created, reply, .. } => {
                 let _ = reply.send(failure.map_or(Ok(created), |e| Err(error(e))));
+            }
+            Op::Claim { taken, reply, .. } => {
+                let _ = reply.send(failure.map_or(Ok(taken), |e| Err(error(e))));
             }
             Op::MarkAgent { reply, .. } | Op::UnmarkAgent { reply, .. } => {
                 let _ = reply.send(failure.map_or(Ok(()), |e| Err(error(e))));

@@ -112,7 +112,7 @@ impl ChatTools {
         let approvals = settings
             .approvals
             .clone()
-            .map(|a| Arc::new(Approvals::new(a, backend.clone())));
+            .map(|a| Arc::new(Approvals::new(a, backend.clone(), history.clone())));
         let pusher = Pusher::new(
             settings.push.clone(),
             history.clone(),
