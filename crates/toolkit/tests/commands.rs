@@ -151,6 +151,10 @@ async fn arguments_reach_the_program_verbatim_without_a_shell() {
     assert_eq!(out.structured["mode"], "run");
     assert_eq!(out.structured["command"][0], "fake");
     assert_eq!(out.structured["command"][2], "a b");
+    // No working directory configured: it runs, and says it runs, where
+    // switchboard does.
+    let here = std::env::current_dir().unwrap();
+    assert_eq!(out.structured["cwd"], here.display().to_string());
     assert!(
         out.text
             .starts_with("`fake echo 'a b' '$HOME' '; rm -rf /' ''\\''quoted'\\''' '*'"),

@@ -238,3 +238,47 @@ fn misspelt_keys_are_refused_when_parsing() {
         );
     }
 }
+
+#[test]
+fn a_program_path_must_name_an_executable_file_at_start_up() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    std::fs::write(bin.join("plain"), "#!/bin/sh\n").unwrap();
+    std::fs::write(bin.join("tool"), "#!/bin/sh\n").unwrap();
+    std::fs::set_permissions(bin.join("tool"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let build = |program: &str, install: bool| {
+        let install = if install {
+            "[[actions]]\ntool = \"i\"\nkind = \"install\"\ndescription = \"d\"\nargv = [\"pip\", \"install\", \"tool\"]\n"
+        } else {
+            ""
+        };
+        let text = format!(
+            "program = \"{program}\"\n[[actions]]\ntool = \"s\"\nkind = \"status\"\ndescription = \"d\"\n{install}"
+        );
+        let config: CommandsConfig = toml::from_str(&text).unwrap();
+        CommandTools::with_environment(&config, dir.path(), []).map(|_| ())
+    };
+    let refused = |program: &str, install: bool| build(program, install).unwrap_err().to_string();
+    let shown = bin.display();
+    assert_eq!(
+        refused("bin/plain", false),
+        format!(
+            "commands.program: {shown}/plain is not executable (chmod +x {shown}/plain); give the path of an executable file (relative to the profile's directory), or a program name to find on PATH"
+        )
+    );
+    assert!(
+        refused("bin/nope", false)
+            .starts_with(&format!("commands.program: {shown}/nope does not exist;")),
+        "{}",
+        refused("bin/nope", false)
+    );
+    assert!(refused("./bin", false).contains("bin is not a file"));
+    // One the install action can create may be missing; a name is looked up
+    // at each call; a working path is fine.
+    build("bin/nope", true).unwrap();
+    build("not-installed-anywhere", false).unwrap();
+    build("bin/tool", false).unwrap();
+    assert!(refused("bin/plain", true).contains("is not executable"));
+}

@@ -11,7 +11,7 @@ use super::{
     Action, Case, Cases, CommandTools, InstallHint,
     argv::{Argv, compile_text},
     report::{display_command, run_output_schema, status_output_schema},
-    runner::is_env_name,
+    runner::{is_env_name, is_executable, not_executable},
 };
 use crate::{
     config::{
@@ -85,6 +85,8 @@ impl CommandTools {
             }
             None => None,
         };
+        let has_install = config.actions.iter().any(|a| a.kind == ActionKind::Install);
+        check_program_path(&config.program, profile_dir, has_install)?;
         if config.actions.is_empty() {
             return Err(ConfigError::new(
                 "commands.actions",
@@ -132,6 +134,31 @@ impl CommandTools {
             install,
         })
     }
+}
+
+/// A `program` given as a path (it has a `/`) must name an executable file
+/// at start-up; one that does not exist yet is left for the install
+/// action, when there is one, to create. A name is looked up on `PATH` at
+/// each call, since it may be installed later.
+fn check_program_path(
+    program: &str,
+    profile_dir: &Path,
+    has_install: bool,
+) -> Result<(), ConfigError> {
+    if !program.contains('/') {
+        return Ok(());
+    }
+    let path = profile_dir.join(program);
+    if is_executable(&path) || (has_install && !path.exists()) {
+        return Ok(());
+    }
+    Err(ConfigError::new(
+        "commands.program",
+        format!(
+            "{}; give the path of an executable file (relative to the profile's directory), or a program name to find on PATH",
+            not_executable(&path)
+        ),
+    ))
 }
 
 fn seconds(key: &str, value: f64, max: f64, zero_ok: bool) -> Result<Duration, ConfigError> {

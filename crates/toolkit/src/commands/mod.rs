@@ -44,7 +44,7 @@ use switchboard_toolset::{
 use self::{
     argv::{Argv, Text},
     report::{Report, display_command, ending_text, output_block},
-    runner::{Ending, Invocation, find_program, path_of},
+    runner::{Ending, Invocation, find_program, not_executable, path_of},
 };
 use crate::{config::ActionKind, schema::InputSchema};
 
@@ -218,7 +218,11 @@ impl CommandTools {
             Some(template) => template.render_plain(&params)?,
             None => None,
         };
-        let cwd = self.working_dir(cwd)?;
+        // Without one, the program runs where switchboard does; reports
+        // name that directory rather than none.
+        let cwd = self
+            .working_dir(cwd)?
+            .or_else(|| std::env::current_dir().ok());
         let command: Vec<String> = std::iter::once(program.clone())
             .chain(args.iter().cloned())
             .collect();
@@ -324,12 +328,18 @@ impl CommandTools {
         ))
     }
 
-    /// What to say when `program` is not on the child's `PATH`.
+    /// What to say when `program` cannot be run: a path that names no
+    /// executable file, or a name not on the child's `PATH`.
     fn missing_text(&self, program: &str) -> String {
-        let path = path_of(&self.env).unwrap_or("(PATH is not set)");
-        let mut text = format!(
-            "{program} is not installed: it was not found on the PATH commands run with ({path})."
-        );
+        let mut text = if program.contains('/') {
+            let path = self.base_dir.join(program);
+            format!("{program} cannot be run: {}.", not_executable(&path))
+        } else {
+            let path = path_of(&self.env).unwrap_or("(PATH is not set)");
+            format!(
+                "{program} is not installed: it was not found on the PATH commands run with ({path})."
+            )
+        };
         match &self.install {
             Some(hint) if program == self.program => text.push_str(&format!(
                 " Install it with `{}` ({} with apply: true runs that).",

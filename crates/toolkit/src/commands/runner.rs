@@ -190,8 +190,20 @@ pub(crate) fn find_program(program: &str, path_var: Option<&str>, base: &Path) -
         .find(|candidate| is_executable(candidate))
 }
 
-fn is_executable(path: &Path) -> bool {
+pub(crate) fn is_executable(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// Why `path` is not an executable file, for a message: it does not exist,
+/// is not a file, or lacks execute permission.
+pub(crate) fn not_executable(path: &Path) -> String {
+    let shown = path.display();
+    match std::fs::metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => format!("{shown} does not exist"),
+        Err(e) => format!("{shown} cannot be read ({e})"),
+        Ok(m) if !m.is_file() => format!("{shown} is not a file"),
+        Ok(_) => format!("{shown} is not executable (chmod +x {shown})"),
+    }
 }
 
 /// Kills the process group on drop unless disarmed, so a cancelled call
