@@ -107,6 +107,60 @@ fn check_variables(
     ))
 }
 
+/// Arguments for a trial render: each parameter's default, else its first
+/// allowed value, else an example of its type.
+fn sample_arguments(schema: &InputSchema) -> JsonObject {
+    schema
+        .names()
+        .map(|name| {
+            let property = schema.property(name);
+            let field = |key: &str| property.and_then(|p| p.get(key));
+            let example = field("default")
+                .or_else(|| field("enum").and_then(|e| e.get(0)))
+                .cloned()
+                .unwrap_or_else(|| match field("type").and_then(Value::as_str) {
+                    Some("integer") => json!(1),
+                    Some("number") => json!(1.5),
+                    Some("boolean") => json!(true),
+                    Some("array") => json!([]),
+                    Some("object") => json!({}),
+                    _ => json!("example"),
+                });
+            (name.to_owned(), example)
+        })
+        .collect()
+}
+
+/// Refuses a template (config key `key`) that names a filter, test,
+/// function or included template that does not exist: a trial render with
+/// `sample` arguments finds those on the paths it takes, at start-up rather
+/// than at an agent's call. Errors that depend on the values are left to
+/// the calls.
+fn check_names(
+    env: &Environment<'_>,
+    key: &str,
+    template: &str,
+    label: &str,
+    sample: &JsonObject,
+) -> Result<(), ConfigError> {
+    let rendered = env
+        .get_template(template)
+        .and_then(|t| t.render(minijinja::value::Serde(sample)));
+    let Err(e) = rendered else {
+        return Ok(());
+    };
+    let e = innermost(&e);
+    match e.kind() {
+        ErrorKind::UnknownFilter
+        | ErrorKind::UnknownTest
+        | ErrorKind::UnknownFunction
+        | ErrorKind::TemplateNotFound
+        | ErrorKind::BadInclude
+        | ErrorKind::SyntaxError => Err(ConfigError::new(key, describe(label, e))),
+        _ => Ok(()),
+    }
+}
+
 impl TemplateTools {
     /// Checks `configs` (the `[[templates]]` sections), loads and compiles
     /// every template; `profile_dir` is where template files are found.
@@ -190,11 +244,15 @@ impl TemplateTools {
                 ),
                 format!("{key}.command"),
             );
+            let mut sample = sample_arguments(&schema);
             if let Some(name) = &command {
                 check_variables(&env, &command_key, name, &known)?;
+                check_names(&env, &command_key, name, "command", &sample)?;
                 known.push("command");
+                sample.insert("command".into(), "example command".into());
             }
             check_variables(&env, &file_or_source, &template, &known)?;
+            check_names(&env, &file_or_source, &template, &label, &sample)?;
             tools.push(
                 templates.len(),
                 declared_reader(
@@ -334,9 +392,22 @@ fn render_error(tool: &str, label: &str, e: &minijinja::Error) -> ToolError {
     ToolError::new(format!("{tool}: template error: {}", describe(label, e)))
 }
 
+/// The error an include (or a chain of them) wraps: where the template
+/// really failed.
+fn innermost(e: &minijinja::Error) -> &minijinja::Error {
+    let mut e = e;
+    while let Some(inner) =
+        std::error::Error::source(e).and_then(|source| source.downcast_ref::<minijinja::Error>())
+    {
+        e = inner;
+    }
+    e
+}
+
 /// `file line N: kind: detail`, naming the innermost template (an included
 /// file if that is where it failed).
 fn describe(label: &str, e: &minijinja::Error) -> String {
+    let e = innermost(e);
     let name = match e.name() {
         Some(name) if !name.ends_with(":source") && !name.ends_with(":command") => name,
         _ => label,
@@ -543,6 +614,56 @@ Run: {{ command }}"""
             "source = \"x\"\ncommand = \"c\"\ninput_schema = { properties = { command = {} } }",
         );
         assert_eq!(err.key(), "templates[0].input_schema.properties.command");
+    }
+
+    #[test]
+    fn unknown_filters_tests_functions_and_includes_are_refused_at_start() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("part.j2"), "{{ name | nosuch }}").unwrap();
+        std::fs::write(dir.path().join("fine.j2"), "{{ name | upper }}").unwrap();
+        let make = |body: &str| {
+            TemplateTools::new(
+                &configs(&format!(
+                    "[[templates]]\ntool = \"t\"\ndescription = \"d\"\ninput_schema = {{ properties = {{ name = {{ type = \"string\" }}, n = {{ type = \"integer\" }} }} }}\n{body}"
+                )),
+                dir.path(),
+            )
+        };
+        let refused = |body: &str| {
+            make(body)
+                .err()
+                .unwrap_or_else(|| panic!("accepted {body}"))
+        };
+        let err = refused("source = \"{{ name | nosuchfilter }}\"");
+        assert_eq!(err.key(), "templates[0].source");
+        assert!(
+            err.message()
+                .starts_with("inline source line 1: unknown filter"),
+            "{err}"
+        );
+        assert!(
+            refused("source = \"{% if name is nosuchtest %}x{% endif %}\"")
+                .message()
+                .contains("unknown test")
+        );
+        assert!(
+            refused("source = \"{{ nosuchfunction() }}\"")
+                .message()
+                .contains("nosuchfunction")
+        );
+        let err = refused("source = \"{% include 'nope.j2' %}\"");
+        assert!(err.message().contains("nope.j2"), "{err}");
+        // The included file's own mistake names that file.
+        let err = refused("source = \"{% include 'part.j2' %}\"");
+        assert!(
+            err.message().starts_with("part.j2 line 1: unknown filter"),
+            "{err}"
+        );
+        let err = refused("source = \"x\"\ncommand = \"{{ name | nosuch }}\"");
+        assert_eq!(err.key(), "templates[0].command");
+        // What works, and mistakes that depend on the values, start.
+        make("source = \"{% include 'fine.j2' %} {{ n + 1 }}\"").unwrap();
+        make("source = \"{{ name | int }}\"").unwrap();
     }
 
     #[test]
