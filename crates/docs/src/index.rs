@@ -272,6 +272,14 @@ impl Index {
         self.entries.len()
     }
 
+    /// How many entries come from `source` (all of them for `None`).
+    pub fn len_of(&self, source: Option<usize>) -> usize {
+        match source {
+            Some(source) => self.entries.iter().filter(|e| e.source == source).count(),
+            None => self.entries.len(),
+        }
+    }
+
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }

@@ -119,7 +119,7 @@ impl DocsTools {
         let query = p.query.trim();
         if query.is_empty() {
             return Err(ToolError::new(
-                "query is empty; say what you are looking for, e.g. \"expose a method\"",
+                "query is empty; say what you are looking for, e.g. \"configure logging\"",
             ));
         }
         if query.chars().count() > MAX_QUERY_CHARS {
@@ -141,7 +141,7 @@ impl DocsTools {
         let index = &loaded.catalog.index;
         if !index.has_terms(query) {
             return Err(ToolError::new(format!(
-                "query {query:?} has no words to search for (only common words or punctuation); name the topic, e.g. \"delayed jobs\""
+                "query {query:?} has no words to search for (only common words or punctuation); name the topic, e.g. \"retry failed requests\""
             )));
         }
         let hits = index.search(query, limit, source);
@@ -177,9 +177,12 @@ impl DocsTools {
                 Some(i) => format!("the {} docs", self.library.source_name(i)),
                 None => "the docs".to_owned(),
             };
+            let pages = match index.len_of(source) {
+                1 => "1 page".to_owned(),
+                n => format!("{n} pages"),
+            };
             format!(
-                "No pages of {scope} match {query:?} ({} pages indexed). Try other words: a class, method, command or topic name.",
-                index.len()
+                "No pages of {scope} match {query:?} ({pages} indexed). Try other words: a class, method, command or topic name."
             )
         } else {
             lines.push(String::new());
@@ -338,7 +341,7 @@ fn tool_definitions(
             ),
             object_schema(
                 json!({
-                    "query": {"type": "string", "description": "Words to look for, e.g. \"expose a method\" or \"delayed jobs\""},
+                    "query": {"type": "string", "description": "Words to look for: a topic, class, method or command, e.g. \"configure logging\" or \"retry failed requests\""},
                     "limit": {"type": "integer", "minimum": 1, "maximum": MAX_SEARCH_LIMIT, "default": search_limit},
                     "source": source
                 }),

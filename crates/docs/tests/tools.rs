@@ -408,6 +408,35 @@ async fn stale_pages_and_indexes_are_served_and_said_to_be_stale() {
 }
 
 #[tokio::test]
+async fn a_search_of_one_source_counts_that_source_s_pages() {
+    let site = TestSite::start().await;
+    let source = |name: &str, path: &str| {
+        format!(
+            "[[sources]]\nname = \"{name}\"\nllms_txt = \"{}\"\nhttp_hosts = [\"127.0.0.1:{}\"]\n",
+            site.url(path),
+            site.port()
+        )
+    };
+    let tools = tools_from_toml(&format!(
+        "{}{}",
+        source("imqueue", "/llms.txt"),
+        source("v", "/t/llms-versioned.txt")
+    ));
+    let out = ok(
+        &tools,
+        "search_docs",
+        json!({"query": "zxqv blorp", "source": "v"}),
+    )
+    .await;
+    assert!(
+        out.text
+            .starts_with("No pages of the v docs match \"zxqv blorp\" (1 page indexed)"),
+        "{}",
+        out.text
+    );
+}
+
+#[tokio::test]
 async fn the_index_is_rebuilt_when_the_llms_txt_changes() {
     let site = TestSite::start().await;
     let tools = tools_from_toml(&format!(
