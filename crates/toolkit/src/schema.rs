@@ -124,8 +124,10 @@ impl InputSchema {
     }
 
     /// Checks a call's arguments: no unknown parameter, every schema rule
-    /// met. Returns them with the top-level `default`s filled in.
-    pub(crate) fn check(&self, tool: &str, args: JsonObject) -> Result<JsonObject, ToolError> {
+    /// met. An optional parameter given as `null` counts as not given (many
+    /// clients send `null` for what they leave out). Returns them with the
+    /// top-level `default`s filled in.
+    pub(crate) fn check(&self, tool: &str, mut args: JsonObject) -> Result<JsonObject, ToolError> {
         if let Some(unknown) = args.keys().find(|k| !self.properties.contains_key(*k)) {
             let mut expected = self.names().collect::<Vec<_>>();
             expected.sort_unstable();
@@ -139,6 +141,8 @@ impl InputSchema {
                 )
             }));
         }
+        let required: Vec<&str> = self.required().collect();
+        args.retain(|name, value| !value.is_null() || required.contains(&name.as_str()));
         let value = Value::Object(args);
         self.validator.check(tool, &value).map_err(ToolError::new)?;
         let Value::Object(mut args) = value else {
@@ -199,6 +203,18 @@ mod tests {
             .unwrap();
         assert_eq!(args["limit"], 5);
         assert_eq!(args["apply"], true);
+    }
+
+    #[test]
+    fn null_leaves_an_optional_parameter_out_and_is_no_required_value() {
+        let args = schema()
+            .check("t", object(json!({"name": "x", "limit": null})))
+            .unwrap();
+        assert_eq!(args["limit"], 5);
+        let err = schema()
+            .check("t", object(json!({"name": null})))
+            .unwrap_err();
+        assert!(err.message().contains("(at /name)"), "{err}");
     }
 
     #[test]
