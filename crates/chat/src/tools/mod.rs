@@ -291,6 +291,13 @@ Events are not marked read: read_messages shows everything.",
     }
 }
 
+/// `{what} #x: …`, for a channel the history does not have.
+fn unknown_channel(channel: &Channel, what: &str) -> String {
+    format!(
+        "{what} {channel}: switchboard knows no channel by that name (list_channels shows the ones it knows; send_message or create_channel makes one)."
+    )
+}
+
 fn fail(e: impl std::fmt::Display) -> ToolError {
     ToolError::new(e.to_string())
 }
@@ -541,7 +548,10 @@ impl ChatTools {
                 let repeated = cached.is_some();
                 let (messages, more) = self.read_page(&channel, tip, since, limit)?;
                 let newest = messages.first().map(|m| (m.channel_id, m.seq));
-                let output = messages_output(&channel, &messages, since, more, false);
+                let mut output = messages_output(&channel, &messages, since, more, false);
+                if tip.is_none() && !self.knows(&channel)? {
+                    output.text = unknown_channel(&channel, "No messages in");
+                }
                 let mut reads = self.reads();
                 if reads.len() >= CACHED_READS {
                     reads.clear();
@@ -657,6 +667,16 @@ impl ChatTools {
         ))
     }
 
+    /// Whether the history has the channel: a reader that names one it
+    /// has not (a typo) is told so rather than shown an empty channel.
+    fn knows(&self, channel: &Channel) -> Result<bool, ToolError> {
+        Ok(self
+            .history
+            .channel_row(channel.key())
+            .map_err(fail)?
+            .is_some())
+    }
+
     async fn get_members(
         &self,
         p: ChannelParams,
@@ -666,7 +686,11 @@ impl ChatTools {
         let members = self.members(&channel).await?;
         let nicks: Vec<String> = members.iter().map(|m| m.nick.clone()).collect();
         let text = if nicks.is_empty() {
-            format!("No members in {channel}.")
+            if self.knows(&channel)? {
+                format!("No members in {channel}.")
+            } else {
+                unknown_channel(&channel, "No members in")
+            }
         } else {
             bullets(&nicks)
         };
@@ -1020,6 +1044,33 @@ mod tests {
         });
         ours.close();
         theirs.close();
+    }
+
+    #[test]
+    fn reading_a_channel_that_does_not_exist_says_so() {
+        let rt = runtime();
+        let history = History::open(&Location::Memory, Default::default()).unwrap();
+        let tools = tools(&history);
+        let caller = Caller::new("test");
+        rt.block_on(async {
+            let call = |tool: &'static str, channel: &'static str| {
+                tools.call(tool, args(json!({"channel": channel})), &caller)
+            };
+            let read = call("read_messages", "#nope").await.unwrap();
+            assert_eq!(
+                read.text,
+                "No messages in #nope: switchboard knows no channel by that name (list_channels shows the ones it knows; send_message or create_channel makes one)."
+            );
+            let members = call("get_members", "#nope").await.unwrap();
+            assert!(members.text.starts_with("No members in #nope: switchboard knows no channel"));
+            // A channel that exists and is empty is just empty.
+            tools
+                .call("create_channel", args(json!({"name": "#empty"})), &caller)
+                .await
+                .unwrap();
+            assert_eq!(call("read_messages", "#empty").await.unwrap().text, "No messages in #empty.");
+            assert_eq!(call("get_members", "#empty").await.unwrap().text, "No members in #empty.");
+        });
     }
 
     #[test]
