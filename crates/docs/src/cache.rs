@@ -121,6 +121,7 @@ fn age(d: Duration) -> String {
 #[derive(Debug)]
 pub struct Cache {
     max_bytes: usize,
+    retry_after: Duration,
     inner: Mutex<Inner>,
 }
 
@@ -129,7 +130,15 @@ struct Inner {
     slots: HashMap<String, Slot>,
     bytes: usize,
     clock: u64,
+    /// URLs whose site just failed to answer, with when and how: not asked
+    /// again for `Cache::retry_after`.
+    failures: HashMap<String, (Instant, FetchError)>,
 }
+
+/// How long a site that failed to answer (no connection, a timeout, a 5xx)
+/// is left alone: meanwhile calls get its error, or the stale copy, at once
+/// instead of each waiting out the source's timeout again.
+pub const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(30);
 
 #[derive(Debug)]
 struct Slot {
@@ -141,8 +150,17 @@ impl Cache {
     pub fn new(max_bytes: usize) -> Self {
         Self {
             max_bytes,
+            retry_after: RETRY_AFTER_FAILURE,
             inner: Mutex::default(),
         }
+    }
+
+    /// Leaves a site that failed to answer alone for `wait` rather than
+    /// [`RETRY_AFTER_FAILURE`].
+    #[must_use]
+    pub fn retry_after(mut self, wait: Duration) -> Self {
+        self.retry_after = wait;
+        self
     }
 
     /// The bytes of text held now.
@@ -182,11 +200,36 @@ impl Cache {
                 freshness: Freshness::Hit,
             });
         }
+        if let Some(error) = self.recent_failure(key) {
+            return match cached {
+                Some(page) => Ok(Lookup {
+                    page,
+                    freshness: Freshness::Stale(error),
+                }),
+                None => Err(error),
+            };
+        }
         let validators = cached
             .as_ref()
             .map(|p| p.validators.clone())
             .unwrap_or_default();
-        match fetcher.get(url, &validators).await {
+        let fetched = fetcher.get(url, &validators).await;
+        {
+            let mut inner = self.lock();
+            match &fetched {
+                Err(error) if error.is_unavailable() => {
+                    let wait = self.retry_after;
+                    inner.failures.retain(|_, (at, _)| at.elapsed() < wait);
+                    inner
+                        .failures
+                        .insert(key.to_owned(), (Instant::now(), error.clone()));
+                }
+                _ => {
+                    inner.failures.remove(key);
+                }
+            }
+        }
+        match fetched {
             Ok(Fetched::NotModified) => {
                 let Some(old) = cached else {
                     // Only sent with validators, which only a cached copy has.
@@ -230,6 +273,14 @@ impl Cache {
                 _ => Err(error),
             },
         }
+    }
+
+    /// The error of `key`'s last fetch if its site failed to answer within
+    /// the last `retry_after`.
+    fn recent_failure(&self, key: &str) -> Option<FetchError> {
+        let inner = self.lock();
+        let (at, error) = inner.failures.get(key)?;
+        (at.elapsed() < self.retry_after).then(|| error.clone())
     }
 
     fn store(&self, key: &str, page: Arc<CachedPage>) {

@@ -292,7 +292,7 @@ async fn a_changed_etag_replaces_the_copy() {
 async fn a_site_answering_500_gets_the_stale_copy_served() {
     let site = TestSite::start().await;
     let f = fetcher(&site);
-    let cache = Cache::new(1 << 20);
+    let cache = Cache::new(1 << 20).retry_after(Duration::from_millis(300));
     let u = url(&site.url("/docs/index.md"));
     let fresh = cache.get(&u, &f, Duration::ZERO).await.unwrap();
     site.set_down(true);
@@ -304,10 +304,39 @@ async fn a_site_answering_500_gets_the_stale_copy_served() {
         note.contains("stale copy") && note.contains("500"),
         "{note}"
     );
-    // Back up: fresh again.
+    // Back up, but it failed a moment ago: it is left alone a while, and
+    // the stale copy served at once.
     site.set_down(false);
+    let asked = site.hits("/docs/index.md");
+    let meanwhile = cache.get(&u, &f, Duration::ZERO).await.unwrap();
+    assert!(meanwhile.is_stale());
+    assert_eq!(site.hits("/docs/index.md"), asked);
+    // Then asked again: fresh.
+    tokio::time::sleep(Duration::from_millis(400)).await;
     let again = cache.get(&u, &f, Duration::ZERO).await.unwrap();
     assert!(!again.is_stale());
+    assert_eq!(site.hits("/docs/index.md"), asked + 1);
+}
+
+#[tokio::test]
+async fn a_site_that_times_out_is_not_waited_for_again_at_once() {
+    let site = TestSite::start().await;
+    let host = format!("127.0.0.1:{}", site.port());
+    let f = fetcher_with(&[], &[&host], Duration::from_millis(300), 1 << 20);
+    let cache = Cache::new(1 << 20);
+    let u = url(&site.url("/t/slow"));
+    let started = Instant::now();
+    let first = cache.get(&u, &f, HOUR).await.unwrap_err();
+    assert!(matches!(first, FetchError::Timeout { .. }), "{first}");
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    let started = Instant::now();
+    let second = cache.get(&u, &f, HOUR).await.unwrap_err();
+    assert_eq!(second.to_string(), first.to_string());
+    assert!(
+        started.elapsed() < Duration::from_millis(250),
+        "waited again"
+    );
+    assert_eq!(site.hits("/t/slow"), 1);
 }
 
 #[tokio::test]

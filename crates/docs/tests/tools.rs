@@ -614,7 +614,9 @@ async fn resources_list_what_is_cached_when_the_site_is_down() {
     let uris: Vec<&str> = resources.iter().map(|r| r.uri.as_str()).collect();
     assert_eq!(uris, [site.url("/llms.txt")]);
 
-    // Loaded once, then down: the pages of the copy it holds.
+    // Loaded once, then down: the pages of the copy it holds. (A fresh
+    // server: one whose site just failed leaves it alone a while.)
+    let tools = tools_for(&site, "ttl_s = 0");
     site.set_down(false);
     assert!(tools.list_resources().await.len() > 300);
     site.set_down(true);
