@@ -604,11 +604,15 @@ fn one_line(text: &str, max: usize) -> String {
     out
 }
 
-/// `yes <id>` / `no <id>` (also `y`/`n`, any case, nothing else on the line).
+/// `yes <id>` / `no <id>` (also `y`/`n`, any case, nothing else on the line
+/// but the punctuation people end a sentence with).
 fn parse_reply(text: &str) -> Option<(Behavior, String)> {
     let mut words = text.split_whitespace();
     let verdict = words.next()?.to_ascii_lowercase();
-    let id = words.next()?.to_ascii_lowercase();
+    let id = words
+        .next()?
+        .trim_end_matches(['.', '!', ',', ';'])
+        .to_ascii_lowercase();
     if words.next().is_some() || id.len() > MAX_ID {
         return None;
     }
@@ -634,6 +638,10 @@ mod tests {
         assert_eq!(
             parse_reply("  N   ABCDE "),
             Some((Behavior::Deny, "abcde".into()))
+        );
+        assert_eq!(
+            parse_reply("yes abcde."),
+            Some((Behavior::Allow, "abcde".into()))
         );
         for not_a_reply in ["yes", "yes abcde please", "sure abcde", "", "no"] {
             assert_eq!(parse_reply(not_a_reply), None, "{not_a_reply}");

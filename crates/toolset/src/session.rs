@@ -9,7 +9,7 @@
 
 use std::sync::Mutex;
 
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
 use crate::{JsonObject, Process};
@@ -66,7 +66,6 @@ enum Identity {
 pub struct Session {
     label: String,
     identity: Mutex<Identity>,
-    changes: watch::Sender<Option<String>>,
     notifications: Option<mpsc::Sender<Notification>>,
     process: Option<Process>,
     closed: CancellationToken,
@@ -79,7 +78,6 @@ impl Session {
         Self {
             label: label.into(),
             identity: Mutex::new(Identity::Unknown),
-            changes: watch::Sender::new(None),
             notifications: None,
             process: None,
             closed: CancellationToken::new(),
@@ -91,7 +89,6 @@ impl Session {
     #[must_use]
     pub fn with_identity(self, nick: impl Into<String>) -> Self {
         let nick = nick.into();
-        self.changes.send_replace(Some(nick.clone()));
         *self.identity.lock().expect("identity lock") = Identity::Fixed(nick);
         self
     }
@@ -134,7 +131,6 @@ impl Session {
         let mut identity = self.identity.lock().expect("identity lock");
         if *identity == Identity::Unknown {
             *identity = Identity::Provisional(nick.to_owned());
-            self.changes.send_replace(Some(nick.to_owned()));
         }
     }
 
@@ -153,13 +149,7 @@ impl Session {
         let mut identity = self.identity.lock().expect("identity lock");
         if matches!(*identity, Identity::Unknown | Identity::Provisional(_)) {
             *identity = Identity::Fixed(nick.to_owned());
-            self.changes.send_replace(Some(nick.to_owned()));
         }
-    }
-
-    /// Follows the identity as it becomes known (or changes from a default).
-    pub fn identity_changes(&self) -> watch::Receiver<Option<String>> {
-        self.changes.subscribe()
     }
 
     /// Whether the client can be notified at all.
