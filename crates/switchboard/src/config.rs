@@ -69,6 +69,43 @@ pub struct Config {
     pub base_dir: PathBuf,
 }
 
+impl Config {
+    /// The sections of `other` that differ from this config's, HTTP tokens
+    /// aside: what a reload cannot apply in place. Sections are compared
+    /// as they print, since not every section's type can be compared.
+    pub fn changed_besides_tokens(&self, other: &Config) -> Vec<&'static str> {
+        fn same<T: std::fmt::Debug>(a: &T, b: &T) -> bool {
+            format!("{a:?}") == format!("{b:?}")
+        }
+        let without_tokens = |http: &HttpConfig| HttpConfig {
+            tokens: Vec::new(),
+            ..http.clone()
+        };
+        let sections: [(&'static str, bool); 12] = [
+            ("instructions", self.instructions == other.instructions),
+            ("data_dir", self.data_dir == other.data_dir),
+            ("ephemeral", self.ephemeral == other.ephemeral),
+            ("[log]", same(&self.log, &other.log)),
+            (
+                "[http] (besides tokens)",
+                same(&without_tokens(&self.http), &without_tokens(&other.http)),
+            ),
+            ("[socket]", same(&self.socket, &other.socket)),
+            ("[chat]", same(&self.chat, &other.chat)),
+            ("[docs]", same(&self.docs, &other.docs)),
+            ("[[catalog]]", same(&self.catalog, &other.catalog)),
+            ("[[templates]]", same(&self.templates, &other.templates)),
+            ("[commands]", same(&self.commands, &other.commands)),
+            ("[[prompts]]", same(&self.prompts, &other.prompts)),
+        ];
+        sections
+            .into_iter()
+            .filter(|(_, same)| !same)
+            .map(|(name, _)| name)
+            .collect()
+    }
+}
+
 /// The relay socket for `switchboard shim`, `tail` and `say`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]

@@ -68,15 +68,17 @@ pub fn run(config: Config, reload: impl Fn() -> Result<Config, ConfigError>) -> 
 /// SIGHUP: the tokens of the config as it is now, or the old ones kept when
 /// it does not load.
 fn reload_tokens(
+    running: &Config,
     reload: &dyn Fn() -> Result<Config, ConfigError>,
     tokens: &Tokens,
     env: &dyn Fn(&str) -> Option<String>,
 ) {
-    match reload().and_then(|config| config.tokens(env)) {
-        Ok(specs) if specs.is_empty() && tokens.required() => tracing::error!(
+    let loaded = reload().and_then(|config| Ok((config.tokens(env)?, config)));
+    match loaded {
+        Ok((specs, _)) if specs.is_empty() && tokens.required() => tracing::error!(
             "SIGHUP: the new config has no [[http.tokens]], which would open HTTP to everyone who can reach it; the running tokens stay (restart switchboard to run without tokens)"
         ),
-        Ok(specs) => {
+        Ok((specs, config)) => {
             let reloaded = tokens.reload(specs);
             tracing::info!(
                 added = ?reloaded.added,
@@ -84,6 +86,13 @@ fn reload_tokens(
                 removed = ?reloaded.removed,
                 "SIGHUP: reloaded the HTTP tokens (other settings take a restart)"
             );
+            let waiting = running.changed_besides_tokens(&config);
+            if !waiting.is_empty() {
+                tracing::warn!(
+                    "SIGHUP: {} changed and take effect only after a restart",
+                    waiting.join(", ")
+                );
+            }
         }
         Err(e) => {
             tracing::error!("SIGHUP: the config was not reloaded, the running one stays: {e}")
@@ -286,7 +295,7 @@ async fn serve(
             _ = sigint.recv() => tracing::info!("SIGINT: shutting down"),
             _ = sigterm.recv() => tracing::info!("SIGTERM: shutting down"),
             _ = sighup.recv() => {
-                reload_tokens(reload, &tokens, env);
+                reload_tokens(config, reload, &tokens, env);
                 continue;
             }
             () = shutdown_requested.cancelled() => tracing::info!("the stdio client left: shutting down"),

@@ -577,6 +577,27 @@ async fn a_reload_without_tokens_keeps_the_running_ones() {
     assert!(!is_error(&call(&bob, "list_channels", json!({})).await));
 }
 
+/// A reload applies the tokens and names the settings that changed besides
+/// them, which take a restart; with nothing else changed it names none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_names_the_settings_that_take_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path(), TOKENS);
+    let server = Server::start(&["--ephemeral", "--config", config.to_str().unwrap()]).await;
+    server.signal(libc::SIGHUP);
+    wait_for_log(&server, "reloaded the HTTP tokens").await;
+    assert!(!server.log().contains("take effect only after a restart"));
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str("\n[chat]\nmax_text_bytes = 1000\n[http]\nmax_streams = 7\n");
+    std::fs::write(&config, text).unwrap();
+    server.signal(libc::SIGHUP);
+    wait_for_log(
+        &server,
+        "SIGHUP: [http] (besides tokens), [chat] changed and take effect only after a restart",
+    )
+    .await;
+}
+
 async fn wait_for_log(server: &Server, needle: &str) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     while !server.log().contains(needle) {
