@@ -90,62 +90,55 @@ fn upgrade(conn: &Connection, path: &str) -> Result<(), HistoryError> {
     conn.execute_batch(SEARCH_PROGRESS)?;
     conn.execute_batch(NOTICES)?;
     conn.execute_batch(CLAIMS)?;
-    add_agent_marks(conn)?;
-    add_accounts(conn)?;
-    add_cursor_changes(conn)?;
-    Ok(())
-}
-
-/// Adds `cursors.changed`: the commit that last wrote a cursor, counted
-/// across every process sharing the file, so that each can load the
-/// cursors (joins above all) the others moved since it last looked. Added
-/// to any database without changing its version, so older builds keep
-/// opening it; [`CURRENT`] has it already.
-fn add_cursor_changes(conn: &Connection) -> rusqlite::Result<()> {
-    let present: bool = conn.query_row(
-        "SELECT count(*) FROM pragma_table_info('cursors') WHERE name = 'changed'",
-        [],
-        |row| row.get(0),
-    )?;
-    if !present {
-        conn.execute_batch(
-            "ALTER TABLE cursors ADD COLUMN changed INTEGER NOT NULL DEFAULT 0;
-             CREATE INDEX cursors_changed ON cursors(changed);",
-        )?;
+    for column in &ADDED_COLUMNS {
+        add_column(conn, column)?;
     }
     Ok(())
 }
 
-/// Adds `messages.account`: the services account the network vouched a
-/// heard line's sender was logged in as (IRCv3 `account-tag`), which
-/// approvals by account check. Added to any database without changing its
-/// version, so older builds keep opening it; [`CURRENT`] has it already.
-fn add_accounts(conn: &Connection) -> rusqlite::Result<()> {
-    let present: bool = conn.query_row(
-        "SELECT count(*) FROM pragma_table_info('messages') WHERE name = 'account'",
-        [],
-        |row| row.get(0),
-    )?;
-    if !present {
-        conn.execute_batch("ALTER TABLE messages ADD COLUMN account TEXT;")?;
-    }
-    Ok(())
+/// A column added to any database without changing its version, so older
+/// builds keep opening it; [`CURRENT`] has each already.
+struct AddedColumn {
+    table: &'static str,
+    column: &'static str,
+    /// What adds it (and any index on it).
+    sql: &'static str,
 }
 
-/// Adds `speakers.agent_until`: until when (µs) a nick counts as an agent's
-/// in the channel, whichever process hears its lines (see
-/// `History::mark_agent`). Added to any database without changing its
-/// version, so older builds keep opening it; [`CURRENT`] has it already.
-fn add_agent_marks(conn: &Connection) -> rusqlite::Result<()> {
+const ADDED_COLUMNS: [AddedColumn; 3] = [
+    // Until when (µs) a nick counts as an agent's in the channel, whichever
+    // process hears its lines (see `History::mark_agent`).
+    AddedColumn {
+        table: "speakers",
+        column: "agent_until",
+        sql: "ALTER TABLE speakers ADD COLUMN agent_until INTEGER NOT NULL DEFAULT 0;",
+    },
+    // The services account the network vouched a heard line's sender was
+    // logged in as (IRCv3 `account-tag`), which approvals by account check.
+    AddedColumn {
+        table: "messages",
+        column: "account",
+        sql: "ALTER TABLE messages ADD COLUMN account TEXT;",
+    },
+    // The commit that last wrote a cursor, counted across every process
+    // sharing the file, so that each can load the cursors (joins above all)
+    // the others moved since it last looked (see `tail`).
+    AddedColumn {
+        table: "cursors",
+        column: "changed",
+        sql: "ALTER TABLE cursors ADD COLUMN changed INTEGER NOT NULL DEFAULT 0;
+              CREATE INDEX cursors_changed ON cursors(changed);",
+    },
+];
+
+fn add_column(conn: &Connection, added: &AddedColumn) -> rusqlite::Result<()> {
     let present: bool = conn.query_row(
-        "SELECT count(*) FROM pragma_table_info('speakers') WHERE name = 'agent_until'",
-        [],
+        "SELECT count(*) FROM pragma_table_info(?1) WHERE name = ?2",
+        [added.table, added.column],
         |row| row.get(0),
     )?;
     if !present {
-        conn.execute_batch(
-            "ALTER TABLE speakers ADD COLUMN agent_until INTEGER NOT NULL DEFAULT 0;",
-        )?;
+        conn.execute_batch(added.sql)?;
     }
     Ok(())
 }
