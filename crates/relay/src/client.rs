@@ -291,8 +291,9 @@ impl Link {
             name: event.name.clone(),
             params: Value::Object(event.params.clone()),
         });
-        if line.len() > MAX_EVENT {
-            return Err(LinkError::TooLarge(line.len()));
+        // The limit does not count the `\n`.
+        if line.len() - 1 > MAX_EVENT {
+            return Err(LinkError::TooLarge(line.len() - 1));
         }
         let written = tokio::time::timeout(timeout, async {
             self.writer.lock().await.write_all(&line).await
@@ -540,6 +541,9 @@ async fn read_loop(
             Ok(Read::Malformed { reason, .. }) => {
                 break format!("the application sent a malformed line: {reason}");
             }
+            Ok(Read::EventTooLong { name, bytes }) => {
+                tracing::warn!(%name, bytes, "ignored an event over {MAX_EVENT} bytes");
+            }
             Ok(Read::Message(message)) => match message {
                 Message::Response { id, outcome } => {
                     if let Some(tx) = pending.lock().expect("pending lock").remove(&id) {
@@ -569,11 +573,11 @@ async fn read_loop(
                         .as_ref()
                         .is_some_and(|w| w.events.contains(&name));
                     match params {
-                        Value::Object(params) if agreed && size_ok(&name, &params) => {
+                        Value::Object(params) if agreed => {
                             let _ = events.send(Incoming::Event(Event::new(name, params)));
                         }
                         _ => {
-                            tracing::warn!(%name, "ignored an event that was not agreed, not an object, or too large")
+                            tracing::warn!(%name, "ignored an event that was not agreed or whose params are not an object")
                         }
                     }
                 }
@@ -589,11 +593,6 @@ async fn read_loop(
     closed.send_replace(Some(reason.clone()));
     pending.lock().expect("pending lock").clear();
     let _ = events.send(Incoming::Closed(reason));
-}
-
-/// Whether an event with these params fits in [`MAX_EVENT`] on the wire.
-fn size_ok(name: &str, params: &Map<String, Value>) -> bool {
-    serde_json::to_vec(params).is_ok_and(|p| p.len() + name.len() + 40 <= MAX_EVENT)
 }
 
 #[cfg(test)]

@@ -92,6 +92,7 @@ fn check(read: Read) {
             }
         }
         Read::Malformed { reason, .. } => assert!(!reason.is_empty()),
+        Read::EventTooLong { bytes, .. } => assert!(bytes > protocol::MAX_EVENT),
         Read::TooLong | Read::Eof => {}
     }
 }

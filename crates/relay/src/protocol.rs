@@ -115,8 +115,9 @@ pub enum ErrorCode {
 /// The event of a `notify` telling that the tool list changed.
 pub const TOOLS_CHANGED: &str = "tools_changed";
 
-/// The longest `event` line a sender sends or a receiver passes on; longer
-/// events are refused (sender) or dropped with a log line (receiver).
+/// The longest `event` line a sender sends or a receiver passes on, without
+/// its `\n`, measured as the line is on the wire; longer events are refused
+/// (sender) or set apart as [`Read::EventTooLong`] (receiver).
 pub const MAX_EVENT: usize = 64 * 1024;
 
 /// What reading a line produced.
@@ -130,6 +131,9 @@ pub enum Read {
         reason: String,
         id: Option<RequestId>,
     },
+    /// An `event` line longer than [`MAX_EVENT`] (named, when its name is
+    /// readable): refused or ignored, and the connection goes on.
+    EventTooLong { name: String, bytes: usize },
     /// The line exceeded [`MAX_LINE`]; the connection must be closed.
     TooLong,
     /// The peer closed the connection.
@@ -173,6 +177,12 @@ pub async fn read_message<R: AsyncBufRead + Unpin>(
 /// ```
 pub fn decode(line: &[u8]) -> Read {
     match serde_json::from_slice::<Message>(line) {
+        // Measured as received: whitespace and unknown fields count, as they
+        // cost the receiver as much as the params.
+        Ok(Message::Event { name, .. }) if line.len() > MAX_EVENT => Read::EventTooLong {
+            name,
+            bytes: line.len(),
+        },
         Ok(message) => Read::Message(message),
         Err(e) => {
             let value = serde_json::from_slice::<Value>(line).ok();
@@ -352,6 +362,40 @@ mod tests {
         ));
         assert_eq!(got[3], Read::Message(Message::Notify { event: "x".into() }));
         assert_eq!(got[4], Read::Eof);
+    }
+
+    #[test]
+    fn an_event_line_is_measured_as_received() {
+        // An event line of `total` bytes, `pad` of them spaces.
+        let event_line = |total: usize, pad: usize| {
+            let line = |content: usize| {
+                format!(
+                    r#"{{"type":"event","name":"claude/channel",{}"params":{{"content":"{}"}}}}"#,
+                    " ".repeat(pad),
+                    "c".repeat(content)
+                )
+            };
+            let line = line(total - line(0).len());
+            assert_eq!(line.len(), total);
+            line
+        };
+        let too_long = |bytes| Read::EventTooLong {
+            name: "claude/channel".into(),
+            bytes,
+        };
+        assert!(matches!(
+            decode(event_line(MAX_EVENT, 0).as_bytes()),
+            Read::Message(Message::Event { .. })
+        ));
+        assert_eq!(
+            decode(event_line(MAX_EVENT + 1, 0).as_bytes()),
+            too_long(MAX_EVENT + 1)
+        );
+        // Whitespace counts, though the params alone would fit.
+        assert_eq!(
+            decode(event_line(MAX_EVENT + 10, 10).as_bytes()),
+            too_long(MAX_EVENT + 10)
+        );
     }
 
     #[tokio::test]

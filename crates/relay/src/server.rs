@@ -262,8 +262,9 @@ fn event_line(event: &Event) -> Result<Arc<[u8]>, PushError> {
         name: event.name.clone(),
         params: Value::Object(event.params.clone()),
     });
-    if line.len() > MAX_EVENT {
-        return Err(PushError::TooLarge(line.len()));
+    // The limit does not count the `\n`.
+    if line.len() - 1 > MAX_EVENT {
+        return Err(PushError::TooLarge(line.len() - 1));
     }
     Ok(line.into())
 }
@@ -696,7 +697,9 @@ async fn read_hello(
                 events,
             })
         }
-        Ok(Read::Message(_)) => Err(Some("the first line must be a hello".into())),
+        Ok(Read::Message(_) | Read::EventTooLong { .. }) => {
+            Err(Some("the first line must be a hello".into()))
+        }
     }
 }
 
@@ -824,6 +827,9 @@ fn step(read: std::io::Result<Read>, shared: &Shared, peer: &PeerInfo) -> Step {
                 Err(message) => Step::Reply(Message::Error { message }),
             }
         }
+        Ok(Read::EventTooLong { name, bytes }) => Step::Reply(Message::Error {
+            message: format!("event {name}: {}", PushError::TooLarge(bytes)),
+        }),
         Ok(Read::Message(Message::Error { message })) => {
             tracing::debug!(%message, "the client reported an error");
             Step::Ignore
@@ -859,7 +865,8 @@ fn kind(message: &Message) -> &'static str {
 }
 
 /// A client's event, if it is one the connection agreed on, with an object
-/// of params within [`MAX_EVENT`]; else why not.
+/// of params (its line, within [`MAX_EVENT`], was measured when read); else
+/// why not.
 fn client_event(peer: &PeerInfo, name: String, params: Value) -> Result<Event, String> {
     if !peer.events.contains(&name) {
         return Err(format!("event {name} was not agreed on this connection"));
@@ -867,9 +874,7 @@ fn client_event(peer: &PeerInfo, name: String, params: Value) -> Result<Event, S
     let Value::Object(params) = params else {
         return Err(format!("event {name}: params must be an object"));
     };
-    let event = Event::new(name, params);
-    event_line(&event).map_err(|e| format!("event {}: {e}", event.name))?;
-    Ok(event)
+    Ok(Event::new(name, params))
 }
 
 /// Keeps a connection in the event table while it lives, and tells the

@@ -49,6 +49,13 @@ async fn next_event(
     }
 }
 
+/// A `claude/channel` event line of exactly `bytes` bytes, padded with
+/// spaces, its `meta.kind` set to `kind`.
+fn event_line(bytes: usize, kind: &str) -> String {
+    let line = json!({"type": "event", "name": events::CHANNEL, "params": {"content": "c", "meta": {"kind": kind}}}).to_string();
+    format!("{line}{}", " ".repeat(bytes - line.len()))
+}
+
 #[tokio::test]
 async fn the_welcome_agrees_on_what_both_list_and_pushes_reach_only_those() {
     let server = start().await;
@@ -208,16 +215,28 @@ async fn a_client_ignores_events_it_did_not_agree_on_and_keeps_the_link() {
         let (reader, mut writer) = stream.into_split();
         let mut lines = BufReader::new(reader).lines();
         let _hello = lines.next_line().await.unwrap();
-        let mut say = async |v: Value| {
-            writer.write_all(format!("{v}\n").as_bytes()).await.unwrap();
+        let mut say = async |line: String| {
+            writer
+                .write_all(format!("{line}\n").as_bytes())
+                .await
+                .unwrap();
         };
-        say(json!({"type": "welcome", "protocol": 1, "app": "A", "app_id": "a", "events": [events::CHANNEL]})).await;
-        say(json!({"type": "event", "name": events::PERMISSION, "params": {}})).await;
-        say(json!({"type": "event", "name": events::CHANNEL, "params": "not an object"})).await;
-        say(json!({"type": "event", "name": events::CHANNEL, "params": {"content": "fine", "meta": {}}})).await;
+        say(json!({"type": "welcome", "protocol": 1, "app": "A", "app_id": "a", "events": [events::CHANNEL]}).to_string()).await;
+        say(json!({"type": "event", "name": events::PERMISSION, "params": {}}).to_string()).await;
+        say(
+            json!({"type": "event", "name": events::CHANNEL, "params": "not an object"})
+                .to_string(),
+        )
+        .await;
+        // The limit is on the line as sent, spaces included.
+        for (bytes, content) in [(MAX_EVENT + 1, "over"), (MAX_EVENT, "exact")] {
+            say(event_line(bytes, content)).await;
+        }
+        say(json!({"type": "event", "name": events::CHANNEL, "params": {"content": "fine", "meta": {}}}).to_string()).await;
         let request: Value =
             serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
-        say(json!({"type": "response", "id": request["id"], "result": {"tools": []}})).await;
+        say(json!({"type": "response", "id": request["id"], "result": {"tools": []}}).to_string())
+            .await;
         let _ = finished.await;
     });
     let hello = Hello {
@@ -225,6 +244,10 @@ async fn a_client_ignores_events_it_did_not_agree_on_and_keeps_the_link() {
         ..Hello::new("client test")
     };
     let (link, mut incoming) = Link::connect_as(&path, WAIT, hello).await.unwrap();
+    let event = next_event(&mut incoming)
+        .await
+        .expect("the event of MAX_EVENT bytes");
+    assert_eq!(event.params["meta"]["kind"], "exact");
     let event = next_event(&mut incoming).await.expect("the good event");
     assert_eq!(event.params["content"], "fine");
     let list = link.request("tools/list", None, WAIT).await.unwrap();
