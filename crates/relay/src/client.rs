@@ -25,7 +25,8 @@ use tokio::{
 use crate::{
     events::{Event, MAX_EVENT},
     protocol::{self, ErrorBody, MAX_LINE, Message, Outcome, PROTOCOL_VERSION, Read, RequestId},
-    tools::{Tool, ToolResult},
+    shapes,
+    tools::{Tool, ToolResult, shown},
 };
 
 /// Why a request through a link failed.
@@ -327,6 +328,10 @@ impl Link {
         params.insert("name".into(), Value::String(name.to_owned()));
         params.insert("arguments".into(), Value::Object(arguments));
         let result = self.request("tools/call", Some(params), timeout).await?;
+        shapes::call_result(&result).map_err(|reason| LinkError::BadResult {
+            method: "tools/call",
+            reason,
+        })?;
         serde_json::from_value(result).map_err(|e| bad_result("tools/call", &e))
     }
 
@@ -441,7 +446,7 @@ impl Drop for Unanswered {
 /// ]}))
 /// .unwrap();
 /// assert_eq!(list.tools.len(), 1);
-/// assert_eq!(list.malformed[0].to_string(), "tool 1 (\"no_schema\"): missing field `inputSchema`");
+/// assert_eq!(list.malformed[0].to_string(), "tool 1 (\"no_schema\"): `inputSchema` is missing");
 /// assert_eq!(list.malformed[1].to_string(), "tool 2 (\"ok\"): two tools are named `ok`");
 /// ```
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -467,7 +472,7 @@ impl std::fmt::Display for MalformedTool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "tool {}", self.index)?;
         if let Some(name) = &self.name {
-            write!(f, " ({name:?})")?;
+            write!(f, " ({:?})", shown(name))?;
         }
         write!(f, ": {}", self.reason)
     }
@@ -486,8 +491,9 @@ impl ToolList {
         let mut names = std::collections::HashSet::new();
         for (index, entry) in entries.into_iter().enumerate() {
             let name = entry.get("name").and_then(Value::as_str).map(str::to_owned);
-            let checked = serde_json::from_value::<Tool>(entry)
-                .map_err(|e| e.to_string())
+            // The shapes first: they name the field a type error is in.
+            let checked = shapes::tool(&entry)
+                .and_then(|()| serde_json::from_value::<Tool>(entry).map_err(|e| e.to_string()))
                 .and_then(|tool| {
                     tool.check_shape(|name| names.contains(name))
                         .map(|()| tool)
@@ -614,24 +620,38 @@ mod tests {
 
     #[test]
     fn each_malformed_entry_is_named_with_why() {
+        let schema = json!({"type": "object"});
+        let long = "x".repeat(200);
         let list = ToolList::from_result(json!({"tools": [
             "not an object",
-            {"name": "", "inputSchema": {}},
-            {"name": "t", "inputSchema": {}, "title": 3},
-            {"name": "ok", "inputSchema": {}},
+            {"name": "", "inputSchema": schema},
+            {"name": "t", "inputSchema": schema, "title": 3},
+            {"name": "ok", "inputSchema": schema},
+            {"name": "annotated", "inputSchema": schema, "annotations": "x"},
+            {"name": "string_args", "inputSchema": {"type": "string"}},
+            {"name": "no_type", "inputSchema": {}},
+            {"name": "with space", "inputSchema": schema},
+            {"name": long, "inputSchema": schema},
+            {"name": "iconic", "inputSchema": schema, "icons": "x"},
         ]}))
         .unwrap();
         assert_eq!(list.tools.len(), 1);
+        assert_eq!(list.tools[0].name, "ok");
         let reasons: Vec<String> = list.malformed.iter().map(ToString::to_string).collect();
+        let cut = format!("{}…", "x".repeat(64));
         assert_eq!(
-            reasons[0],
-            "tool 0: invalid type: string \"not an object\", expected struct Tool"
-        );
-        assert_eq!(reasons[1], "tool 1 (\"\"): a tool has an empty name");
-        assert!(
-            reasons[2].starts_with("tool 2 (\"t\"): invalid type: integer `3`"),
-            "{}",
-            reasons[2]
+            reasons,
+            [
+                "tool 0: the tool is not an object".to_owned(),
+                "tool 1 (\"\"): a tool has an empty name".to_owned(),
+                "tool 2 (\"t\"): `title` must be a string".to_owned(),
+                "tool 4 (\"annotated\"): `annotations` must be an object".to_owned(),
+                "tool 5 (\"string_args\"): `inputSchema.type` must be \"object\"".to_owned(),
+                "tool 6 (\"no_type\"): `inputSchema.type` must be \"object\"".to_owned(),
+                "tool 7 (\"with space\"): the tool name \"with space\" is not one MCP hosts accept: 1 to 128 characters, none of them whitespace or control characters".to_owned(),
+                format!("tool 8 ({cut:?}): the tool name {cut:?} is not one MCP hosts accept: 1 to 128 characters, none of them whitespace or control characters"),
+                "tool 9 (\"iconic\"): `icons` must be an array".to_owned(),
+            ]
         );
     }
 }

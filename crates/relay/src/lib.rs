@@ -158,6 +158,7 @@ pub mod paths;
 pub mod proctree;
 pub mod protocol;
 mod server;
+mod shapes;
 mod socket;
 mod tools;
 

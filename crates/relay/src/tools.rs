@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use switchboard_schema::ArgumentSchema;
 
-use crate::{events::Event, proctree::ProcessInfo};
+use crate::{events::Event, proctree::ProcessInfo, shapes};
 
 /// One tool, as the application offers it: an MCP `Tool` plus the relay-only
 /// `timeout_ms`.
@@ -395,11 +395,15 @@ impl<H: ToolHandler> DynHandler for H {
 
 impl Tool {
     /// The checks a tool list makes of each tool short of compiling its
-    /// schema: a name, not `taken` by an earlier tool, and an object as
-    /// `inputSchema`.
+    /// schema: a name MCP hosts accept, not `taken` by an earlier tool, an
+    /// object as `inputSchema`, and every field in MCP's shape (the `shapes`
+    /// module), so that no host refuses the list for it.
     pub(crate) fn check_shape(&self, taken: impl Fn(&str) -> bool) -> Result<(), ToolTableError> {
         if self.name.is_empty() {
             return Err(ToolTableError::EmptyName);
+        }
+        if !shapes::tool_name(&self.name) {
+            return Err(ToolTableError::BadName(shown(&self.name)));
         }
         if taken(&self.name) {
             return Err(ToolTableError::Duplicate(self.name.clone()));
@@ -407,7 +411,19 @@ impl Tool {
         if !self.input_schema.is_object() {
             return Err(ToolTableError::SchemaNotObject(self.name.clone()));
         }
-        Ok(())
+        let wire = serde_json::to_value(self).expect("a tool always serialises");
+        shapes::tool(&wire).map_err(|problem| ToolTableError::NotMcp {
+            tool: self.name.clone(),
+            problem,
+        })
+    }
+}
+
+/// `name` cut to 64 characters, for messages.
+pub(crate) fn shown(name: &str) -> String {
+    match name.char_indices().nth(64) {
+        Some((end, _)) => format!("{}…", &name[..end]),
+        None => name.to_owned(),
     }
 }
 
@@ -417,12 +433,21 @@ pub enum ToolTableError {
     /// A tool has an empty name.
     #[error("a tool has an empty name")]
     EmptyName,
+    /// A tool's name is one MCP hosts refuse (cut to 64 characters here).
+    #[error(
+        "the tool name {0:?} is not one MCP hosts accept: 1 to 128 characters, none of them whitespace or control characters"
+    )]
+    BadName(String),
     /// Two tools have the same name.
     #[error("two tools are named `{0}`")]
     Duplicate(String),
     /// A tool's `inputSchema` is not a JSON object.
     #[error("the inputSchema of `{0}` is not a JSON object")]
     SchemaNotObject(String),
+    /// A field of the tool is not in the shape MCP gives it (named in
+    /// `problem`, as `annotations.readOnlyHint`).
+    #[error("the tool `{tool}` does not fit MCP's Tool: {problem}")]
+    NotMcp { tool: String, problem: String },
     /// A tool's `inputSchema` is not a valid JSON Schema (or refers to an
     /// external document: those are never fetched).
     #[error("the inputSchema of `{tool}` is not a usable JSON Schema: {reason}")]
@@ -555,7 +580,11 @@ mod tests {
             Some(ToolTableError::SchemaNotObject("a".into()))
         );
         assert!(matches!(
-            Table::new(vec![Tool::new("a", "", json!({"type": "nonsense"}))]),
+            Table::new(vec![Tool::new(
+                "a",
+                "",
+                json!({"type": "object", "properties": {"n": {"type": "nonsense"}}})
+            )]),
             Err(ToolTableError::InvalidSchema { .. })
         ));
         // External references are never fetched.
@@ -563,10 +592,32 @@ mod tests {
             Table::new(vec![Tool::new(
                 "a",
                 "",
-                json!({"$ref": "https://example.com/schema.json"})
+                json!({"type": "object", "$ref": "https://example.com/schema.json"})
             )]),
             Err(ToolTableError::InvalidSchema { .. })
         ));
+        // What MCP hosts would refuse is refused at once.
+        assert_eq!(
+            Table::new(vec![Tool::new("a b", "", schema.clone())]).err(),
+            Some(ToolTableError::BadName("a b".into()))
+        );
+        assert_eq!(
+            Table::new(vec![Tool::new("a", "", json!({"type": "string"}))])
+                .err()
+                .map(|e| e.to_string()),
+            Some(
+                "the tool `a` does not fit MCP's Tool: `inputSchema.type` must be \"object\""
+                    .into()
+            )
+        );
+        assert_eq!(
+            Table::new(vec![
+                Tool::new("a", "", schema.clone()).with_annotations(json!({"readOnlyHint": "yes"}))
+            ])
+            .err()
+            .map(|e| e.to_string()),
+            Some("the tool `a` does not fit MCP's Tool: `annotations.readOnlyHint` must be a boolean".into())
+        );
     }
 
     #[test]

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use switchboard_relay::{
     Event, Tool, ToolResult,
-    client::{Hello, Incoming, Link, LinkError, Welcome},
+    client::{Hello, Incoming, Link, LinkError, ToolList, Welcome},
     events,
     protocol::{ErrorCode, TOOLS_CHANGED},
 };
@@ -383,7 +383,12 @@ async fn replaced(newest: &mut watch::Receiver<u64>, number: u64) {
 
 fn read_cache(path: &Path) -> Option<Snapshot> {
     let text = std::fs::read_to_string(path).ok()?;
-    serde_json::from_str(&text).ok()
+    let mut snapshot: Snapshot = serde_json::from_str(&text).ok()?;
+    // An older shim may have cached tools it did not check as closely.
+    snapshot.tools = ToolList::from_result(serde_json::json!({"tools": snapshot.tools}))
+        .ok()?
+        .tools;
+    Some(snapshot)
 }
 
 /// Writes the snapshot atomically (temp file + rename), best effort.
@@ -397,5 +402,26 @@ fn write_cache(path: &Path, snapshot: &Snapshot) {
     })();
     if let Err(e) = result {
         tracing::warn!(path = %path.display(), error = %e, "cannot write the tool cache");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cached_tool_that_does_not_fit_mcp_is_not_served() {
+        let dir = std::env::temp_dir().join(format!("shim-cache-test-{}", std::process::id()));
+        let path = dir.join("tools-cache.json");
+        std::fs::create_dir_all(&dir).unwrap();
+        let cached = serde_json::json!({"app": "A", "tools": [
+            {"name": "ok", "inputSchema": {"type": "object"}},
+            {"name": "bad", "inputSchema": {"type": "object"}, "annotations": "x"},
+        ]});
+        std::fs::write(&path, cached.to_string()).unwrap();
+        let snapshot = read_cache(&path).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        let names: Vec<&str> = snapshot.tools.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["ok"]);
     }
 }

@@ -1056,17 +1056,28 @@ async fn an_application_answering_outside_the_protocol_gets_clear_errors() {
     let garble = garbled_list.clone();
     let app = tokio::spawn(scripted_app(
         UnixListener::bind(&place.socket).unwrap(),
-        move |method, _| match method {
+        move |method, params| match method {
             "tools/list" if garble.load(Ordering::SeqCst) => json!({"tools": [
                 {"name": 5},
                 {"name": "garbled", "inputSchema": {"type": "object"}},
                 {"name": "no_schema"},
                 {"name": "garbled", "inputSchema": {"type": "object"}},
                 {"name": "schema_not_an_object", "inputSchema": true},
-                {"name": "kept", "inputSchema": {"type": "object"}, "title": "Kept"}
+                {"name": "kept", "inputSchema": {"type": "object"}, "title": "Kept"},
+                {"name": "annotated", "inputSchema": {"type": "object"}, "annotations": "x"},
+                {"name": "string_args", "inputSchema": {"type": "string"}},
+                {"name": "with space", "inputSchema": {"type": "object"}},
+                {"name": "iconic", "inputSchema": {"type": "object"}, "icons": [{"src": 1}]}
             ]}),
             "tools/list" => {
                 json!({"tools": [{"name": "garbled", "inputSchema": {"type": "object"}, "timeout_ms": 2000}]})
+            }
+            _ if params["name"] == "kept" => json!({"content": [
+                {"type": "text", "text": "fine"},
+                {"type": "text"}
+            ]}),
+            _ if params["name"] == "structured" => {
+                json!({"content": [], "structuredContent": [1, 2]})
             }
             _ => json!({"content": "not a list of blocks"}),
         },
@@ -1078,10 +1089,19 @@ async fn an_application_answering_outside_the_protocol_gets_clear_errors() {
     assert_eq!(tools.len(), 1);
     assert_eq!(tools[0]["name"], "garbled");
     assert!(tools[0].get("timeout_ms").is_none(), "{}", tools[0]);
-    // A result that is not a CallToolResult is a tool error naming the app.
+    // A result that is not a CallToolResult is a tool error naming the app
+    // and what is wrong, which MCP hosts would refuse whole.
     assert_tool_error(
         &shim.call("garbled", json!({})).await,
-        &["Scripted App returned a malformed result for garbled"],
+        &["Scripted App returned a malformed result for garbled: `content` must be an array"],
+    );
+    assert_tool_error(
+        &shim.call("kept", json!({})).await,
+        &["Scripted App returned a malformed result for kept: `content[1].text` is missing"],
+    );
+    assert_tool_error(
+        &shim.call("structured", json!({})).await,
+        &["malformed result for structured: `structuredContent` must be an object"],
     );
     // Entries that are not tools are left out (and logged); the rest are
     // listed.
@@ -1089,10 +1109,14 @@ async fn an_application_answering_outside_the_protocol_gets_clear_errors() {
     assert_eq!(shim.tool_names().await, ["garbled", "kept"]);
     let log = std::fs::read_to_string(&log_file).unwrap();
     for left_out in [
-        "tool 0: invalid type: integer `5`",
-        "tool 2 (\"no_schema\"): missing field `inputSchema`",
+        "tool 0: `name` must be a string",
+        "tool 2 (\"no_schema\"): `inputSchema` is missing",
         "tool 3 (\"garbled\"): two tools are named `garbled`",
-        "tool 4 (\"schema_not_an_object\"): the inputSchema of `schema_not_an_object` is not a JSON object",
+        "tool 4 (\"schema_not_an_object\"): `inputSchema` must be an object",
+        "tool 6 (\"annotated\"): `annotations` must be an object",
+        "tool 7 (\"string_args\"): `inputSchema.type` must be \"object\"",
+        "tool 8 (\"with space\"): the tool name \"with space\" is not one MCP hosts accept",
+        "tool 9 (\"iconic\"): `icons[0].src` must be a string",
     ] {
         assert!(
             log.contains(left_out),
