@@ -38,6 +38,12 @@ pub enum LinkError {
     Timeout(Duration),
     #[error("the connection closed: {0}")]
     Closed(String),
+    /// The application broke the protocol on this connection or does not
+    /// speak it (another version, a malformed or second `welcome`, a line a
+    /// client cannot read), or refused the connection: the link is closed,
+    /// and dialling again at once would only repeat it.
+    #[error("{0}")]
+    Unusable(String),
     #[error("{}", .0.message)]
     Remote(ErrorBody),
     #[error("the application did not agree on {0} events")]
@@ -169,7 +175,7 @@ pub struct Link {
     writer: Arc<tokio::sync::Mutex<OwnedWriteHalf>>,
     pending: Pending,
     next_id: AtomicI64,
-    closed: watch::Receiver<Option<String>>,
+    closed: watch::Receiver<Option<LinkError>>,
     welcome: watch::Receiver<Option<Welcome>>,
 }
 
@@ -256,6 +262,11 @@ impl Link {
         self.closed.borrow().is_some()
     }
 
+    /// Why the connection closed, once it has.
+    pub fn closed_by(&self) -> Option<LinkError> {
+        self.closed.borrow().clone()
+    }
+
     /// The application's `welcome`, once it has arrived.
     pub fn welcome(&self) -> Option<Welcome> {
         self.welcome.borrow().clone()
@@ -277,8 +288,8 @@ impl Link {
     /// in the welcome (waited for, if it has not arrived yet). Bounded by
     /// `timeout` like a request.
     pub async fn send_event(&self, event: &Event, timeout: Duration) -> Result<(), LinkError> {
-        if let Some(reason) = self.closed.borrow().clone() {
-            return Err(LinkError::Closed(reason));
+        if let Some(error) = self.closed.borrow().clone() {
+            return Err(error);
         }
         // What was agreed is known once the welcome is in.
         let agreed = self
@@ -344,8 +355,8 @@ impl Link {
         params: Option<Map<String, Value>>,
         timeout: Duration,
     ) -> Result<Value, LinkError> {
-        if let Some(reason) = self.closed.borrow().clone() {
-            return Err(LinkError::Closed(reason));
+        if let Some(error) = self.closed.borrow().clone() {
+            return Err(error);
         }
         let id = RequestId::Number(self.next_id.fetch_add(1, Ordering::Relaxed));
         let line = protocol::encode(&Message::Request {
@@ -391,8 +402,8 @@ impl Link {
         // A response that arrived just before the close still counts.
         let outcome = tokio::select! {
             biased;
-            outcome = rx => outcome.map_err(|_| LinkError::Closed(closed_reason(&self.closed))),
-            _ = closed.wait_for(Option::is_some) => Err(LinkError::Closed(closed_reason(&self.closed))),
+            outcome = rx => outcome.map_err(|_| closed_error(&self.closed)),
+            _ = closed.wait_for(Option::is_some) => Err(closed_error(&self.closed)),
             () = tokio::time::sleep_until(deadline) => Err(LinkError::Timeout(timeout)),
         };
         unanswered.answered();
@@ -522,30 +533,54 @@ fn bad_result(method: &'static str, e: &serde_json::Error) -> LinkError {
     }
 }
 
-fn closed_reason(closed: &watch::Receiver<Option<String>>) -> String {
-    closed.borrow().clone().unwrap_or_else(|| "closed".into())
+fn closed_error(closed: &watch::Receiver<Option<LinkError>>) -> LinkError {
+    closed
+        .borrow()
+        .clone()
+        .unwrap_or_else(|| LinkError::Closed("closed".into()))
 }
 
 async fn read_loop(
     mut reader: BufReader<tokio::net::unix::OwnedReadHalf>,
     pending: Pending,
-    closed: watch::Sender<Option<String>>,
+    closed: watch::Sender<Option<LinkError>>,
     welcome: watch::Sender<Option<Welcome>>,
     events: mpsc::UnboundedSender<Incoming>,
 ) {
     let mut lines = protocol::line_reader();
-    let reason = loop {
+    // The application's last `error` line, which says why it closes.
+    let mut last_error = None;
+    let error = loop {
         match protocol::read_message(&mut reader, &mut lines).await {
-            Err(e) => break e.to_string(),
-            Ok(Read::Eof) => break "the application closed the connection".to_owned(),
+            Err(e) => break LinkError::Closed(e.to_string()),
+            Ok(Read::Eof) => {
+                break match (last_error.take(), welcome.borrow().is_some()) {
+                    (Some(message), false) => LinkError::Unusable(format!(
+                        "the application refused the connection: {message}"
+                    )),
+                    (Some(message), true) => LinkError::Closed(format!(
+                        "the application closed the connection after reporting: {message}"
+                    )),
+                    (None, _) => {
+                        LinkError::Closed("the application closed the connection".to_owned())
+                    }
+                };
+            }
             Ok(Read::TooLong) => {
-                break format!(
+                break LinkError::Unusable(format!(
                     "the application sent a line over {} bytes",
                     protocol::MAX_LINE
-                );
+                ));
+            }
+            Ok(Read::Malformed { reason, .. }) if welcome.borrow().is_none() => {
+                break LinkError::Unusable(format!(
+                    "the application answered the hello with a malformed line: {reason}"
+                ));
             }
             Ok(Read::Malformed { reason, .. }) => {
-                break format!("the application sent a malformed line: {reason}");
+                break LinkError::Unusable(format!(
+                    "the application sent a malformed line: {reason}"
+                ));
             }
             Ok(Read::EventTooLong { name, bytes }) => {
                 tracing::warn!(%name, bytes, "ignored an event over {MAX_EVENT} bytes");
@@ -555,6 +590,12 @@ async fn read_loop(
                     if let Some(tx) = pending.lock().expect("pending lock").remove(&id) {
                         let _ = tx.send(outcome);
                     }
+                }
+                // Requests already sent may be read in another protocol.
+                Message::Welcome { protocol, .. } if protocol != PROTOCOL_VERSION => {
+                    break LinkError::Unusable(format!(
+                        "the application speaks relay protocol version {protocol}; this client speaks version {PROTOCOL_VERSION}"
+                    ));
                 }
                 Message::Welcome {
                     app,
@@ -589,14 +630,16 @@ async fn read_loop(
                 }
                 Message::Error { message } => {
                     tracing::warn!(%message, "the application reported an error");
+                    last_error = Some(message);
                 }
                 Message::Hello { .. } | Message::Request { .. } | Message::Cancel { .. } => {
-                    break "the application sent a client message".to_owned();
+                    break LinkError::Unusable("the application sent a client message".to_owned());
                 }
             },
         }
     };
-    closed.send_replace(Some(reason.clone()));
+    let reason = error.to_string();
+    closed.send_replace(Some(error));
     pending.lock().expect("pending lock").clear();
     let _ = events.send(Incoming::Closed(reason));
 }

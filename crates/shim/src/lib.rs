@@ -620,6 +620,9 @@ async fn call_tool(upstream: &Arc<Upstream>, id: &Id, params: &Map<String, Value
         Err(CallFailure::TooLarge(message)) => Ok(tool_error(&format!(
             "{name} was not sent to {app}: {message}; send less"
         ))),
+        Err(CallFailure::Unusable(reason)) => {
+            Ok(tool_error(&format!("{app} cannot be used: {reason}")))
+        }
     }
 }
 

@@ -81,6 +81,9 @@ pub enum CallFailure {
     Malformed(String),
     /// Not sent: the call is longer than a relay message may be.
     TooLarge(String),
+    /// The application cannot be used (it broke the protocol, speaks another
+    /// version, or refused the connection), with why.
+    Unusable(String),
 }
 
 /// The application behind the shim.
@@ -281,6 +284,7 @@ impl Upstream {
     ) -> Result<ToolResult, CallFailure> {
         let link = match self.link().await {
             Ok(link) => link,
+            Err(LinkError::Unusable(reason)) => return Err(CallFailure::Unusable(reason)),
             Err(e) => {
                 tracing::debug!(error = %e, "the application is not reachable");
                 return Err(CallFailure::Absent);
@@ -307,6 +311,7 @@ impl Upstream {
                 Err(match e {
                     LinkError::Timeout(_) => CallFailure::TimedOut,
                     LinkError::Connect { .. } => CallFailure::Absent,
+                    LinkError::Unusable(reason) => CallFailure::Unusable(reason),
                     other => CallFailure::Broken(other.to_string()),
                 })
             }

@@ -14,7 +14,7 @@ use std::{
     process::{ExitStatus, Stdio},
     sync::{
         Arc, Mutex,
-        atomic::{AtomicBool, Ordering},
+        atomic::{AtomicBool, AtomicUsize, Ordering},
     },
     time::{Duration, Instant},
 };
@@ -1123,6 +1123,58 @@ async fn an_application_answering_outside_the_protocol_gets_clear_errors() {
             "{left_out:?} not in the log:\n{log}"
         );
     }
+    shim.finish_cleanly().await;
+    app.abort();
+}
+
+/// An application on a raw socket that counts its connections and, on each,
+/// reads the hello and says `lines`; then closes if `close` is set, else
+/// reads until the shim hangs up.
+async fn handshake_app(
+    listener: UnixListener,
+    lines: Vec<Value>,
+    close: bool,
+    connections: Arc<AtomicUsize>,
+) {
+    let said: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            return;
+        };
+        connections.fetch_add(1, Ordering::SeqCst);
+        let said = said.clone();
+        tokio::spawn(async move {
+            let (reader, mut writer) = stream.into_split();
+            let mut reader = BufReader::new(reader).lines();
+            if !matches!(reader.next_line().await, Ok(Some(_))) {
+                return;
+            }
+            let _ = writer.write_all(said.as_bytes()).await;
+            if !close {
+                while let Ok(Some(_)) = reader.next_line().await {}
+            }
+        });
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_application_of_another_protocol_version_is_refused_naming_both() {
+    let place = Place::new("dev.test.protocol2");
+    let welcome = json!({"type": "welcome", "protocol": 2, "app": "Future App", "app_id": "dev.test.protocol2"});
+    let app = tokio::spawn(handshake_app(
+        UnixListener::bind(&place.socket).unwrap(),
+        vec![welcome],
+        false,
+        Arc::default(),
+    ));
+    let mut shim = place.shim(&[]);
+    shim.initialize().await;
+    assert_tool_error(
+        &shim.call("anything", json!({})).await,
+        &[
+            "dev.test.protocol2 cannot be used: the application speaks relay protocol version 2; this client speaks version 1",
+        ],
+    );
     shim.finish_cleanly().await;
     app.abort();
 }
