@@ -591,6 +591,11 @@ async fn read_loop(
                         let _ = tx.send(outcome);
                     }
                 }
+                // What was agreed holds for the connection's life: a second
+                // welcome would change it under the requests in flight.
+                Message::Welcome { .. } if welcome.borrow().is_some() => {
+                    break LinkError::Unusable("the application sent a second welcome".to_owned());
+                }
                 // Requests already sent may be read in another protocol.
                 Message::Welcome { protocol, .. } if protocol != PROTOCOL_VERSION => {
                     break LinkError::Unusable(format!(

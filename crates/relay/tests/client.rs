@@ -73,6 +73,15 @@ async fn a_malformed_welcome_closes_the_link() {
 }
 
 #[tokio::test]
+async fn a_second_welcome_closes_the_link_and_keeps_the_first() {
+    let mut second = welcome(json!(1));
+    second["app"] = json!("Other");
+    let (link, outcome) = after(&[welcome(json!(1)), second], false).await;
+    assert_eq!(unusable(outcome), "the application sent a second welcome");
+    assert_eq!(link.welcome().unwrap().app, "A");
+}
+
+#[tokio::test]
 async fn an_error_then_a_close_before_the_welcome_is_a_refusal() {
     let (_, outcome) = after(&[json!({"type": "error", "message": "go away"})], true).await;
     assert_eq!(
