@@ -10,7 +10,7 @@ use std::{
     path::Path,
     sync::{
         Arc, Mutex,
-        atomic::{AtomicI64, Ordering},
+        atomic::{AtomicBool, AtomicI64, Ordering},
     },
     time::Duration,
 };
@@ -107,6 +107,10 @@ impl Hello {
 
 type Pending = Arc<Mutex<HashMap<RequestId, oneshot::Sender<Outcome>>>>;
 
+/// How long a request whose write failed waits for the rest of what the
+/// application said, to report its reason.
+const WHY_WAIT: Duration = Duration::from_secs(1);
+
 /// What the application said in its `welcome`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Welcome {
@@ -177,6 +181,8 @@ pub struct Link {
     next_id: AtomicI64,
     closed: watch::Receiver<Option<LinkError>>,
     welcome: watch::Receiver<Option<Welcome>>,
+    /// Whether the application has answered a request on this connection.
+    answered: Arc<AtomicBool>,
 }
 
 impl Link {
@@ -238,9 +244,11 @@ impl Link {
         let (closed_tx, closed) = watch::channel(None);
         let (welcome_tx, welcome) = watch::channel(None);
         let (events_tx, events) = mpsc::unbounded_channel();
+        let answered = Arc::new(AtomicBool::new(false));
         tokio::spawn(read_loop(
             BufReader::new(reader),
             pending.clone(),
+            answered.clone(),
             closed_tx,
             welcome_tx,
             events_tx,
@@ -252,6 +260,7 @@ impl Link {
                 next_id: AtomicI64::new(1),
                 closed,
                 welcome,
+                answered,
             },
             events,
         ))
@@ -265,6 +274,13 @@ impl Link {
     /// Why the connection closed, once it has.
     pub fn closed_by(&self) -> Option<LinkError> {
         self.closed.borrow().clone()
+    }
+
+    /// Whether the application has answered a request on this connection
+    /// (with a result or an error): the connection worked, whatever came
+    /// after.
+    pub fn answered(&self) -> bool {
+        self.answered.load(Ordering::Acquire)
     }
 
     /// The application's `welcome`, once it has arrived.
@@ -385,7 +401,20 @@ impl Link {
             Ok(Ok(())) => {}
             Ok(Err(e)) => {
                 self.pending.lock().expect("pending lock").remove(&id);
-                return Err(LinkError::Closed(e.to_string()));
+                // The application may have closed after saying why (a
+                // refusal): what it said is the better reason.
+                let mut closed = self.closed.clone();
+                let read_to_the_end = tokio::time::timeout_at(
+                    deadline.min(tokio::time::Instant::now() + WHY_WAIT),
+                    closed.wait_for(Option::is_some),
+                )
+                .await
+                .is_ok_and(|closed| closed.is_ok());
+                return Err(if read_to_the_end {
+                    closed_error(&self.closed)
+                } else {
+                    LinkError::Closed(e.to_string())
+                });
             }
             Err(_) => {
                 self.pending.lock().expect("pending lock").remove(&id);
@@ -543,6 +572,7 @@ fn closed_error(closed: &watch::Receiver<Option<LinkError>>) -> LinkError {
 async fn read_loop(
     mut reader: BufReader<tokio::net::unix::OwnedReadHalf>,
     pending: Pending,
+    answered: Arc<AtomicBool>,
     closed: watch::Sender<Option<LinkError>>,
     welcome: watch::Sender<Option<Welcome>>,
     events: mpsc::UnboundedSender<Incoming>,
@@ -566,8 +596,10 @@ async fn read_loop(
                     }
                 };
             }
+            // One answer too long for the protocol: the calls after it may
+            // well fit.
             Ok(Read::TooLong) => {
-                break LinkError::Unusable(format!(
+                break LinkError::Closed(format!(
                     "the application sent a line over {} bytes",
                     protocol::MAX_LINE
                 ));
@@ -587,6 +619,7 @@ async fn read_loop(
             }
             Ok(Read::Message(message)) => match message {
                 Message::Response { id, outcome } => {
+                    answered.store(true, Ordering::Release);
                     if let Some(tx) = pending.lock().expect("pending lock").remove(&id) {
                         let _ = tx.send(outcome);
                     }
@@ -633,8 +666,9 @@ async fn read_loop(
                         }
                     }
                 }
+                // Told with the reason the connection closes for, if it does.
                 Message::Error { message } => {
-                    tracing::warn!(%message, "the application reported an error");
+                    tracing::debug!(%message, "the application reported an error");
                     last_error = Some(message);
                 }
                 Message::Hello { .. } | Message::Request { .. } | Message::Cancel { .. } => {
@@ -642,6 +676,15 @@ async fn read_loop(
                 }
             },
         }
+    };
+    let error = match (error, last_error) {
+        (LinkError::Unusable(reason), Some(message)) => {
+            LinkError::Unusable(format!("{reason} (it had reported: {message})"))
+        }
+        (LinkError::Closed(reason), Some(message)) => {
+            LinkError::Closed(format!("{reason} (it had reported: {message})"))
+        }
+        (error, _) => error,
     };
     let reason = error.to_string();
     closed.send_replace(Some(error));

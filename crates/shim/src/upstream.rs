@@ -4,7 +4,11 @@
 //!
 //! Requests never retry: a request that fails drops the link, and the next
 //! request (or the watcher) dials again — that is what heals an application
-//! restart.
+//! restart. A failed attempt (nothing listening, a refusal, a welcome that
+//! cannot be used, a connection closed before it answered anything) is
+//! followed by a wait before the next, doubling from 1 s to 10 s while
+//! attempts keep failing, so an application that accepts and then fails
+//! every connection is not dialled thousands of times a second.
 
 use std::{
     path::{Path, PathBuf},
@@ -20,11 +24,19 @@ use switchboard_relay::{
     events,
     protocol::{ErrorCode, TOOLS_CHANGED},
 };
-use tokio::sync::{mpsc, watch};
+use tokio::{
+    sync::{mpsc, watch},
+    time::Instant,
+};
 
 const CLIENT_NAME: &str = concat!("switchboard-shim ", env!("CARGO_PKG_VERSION"));
-/// How often the watcher looks for an absent application.
+/// How often the watcher looks at a link whose news it has followed to
+/// the end.
 const WATCH_INTERVAL: Duration = Duration::from_secs(1);
+/// The wait after a first failed attempt to reach the application; it
+/// doubles with each failure in a row, up to [`LONGEST_RETRY`].
+const FIRST_RETRY: Duration = Duration::from_secs(1);
+const LONGEST_RETRY: Duration = Duration::from_secs(10);
 
 /// Timeouts for talking to the application.
 #[derive(Debug, Clone, Copy)]
@@ -86,6 +98,76 @@ pub enum CallFailure {
     Unusable(String),
 }
 
+/// The link, and how the attempts to reach the application have gone.
+#[derive(Default)]
+struct Dialer {
+    link: Option<Arc<Link>>,
+    /// Failed attempts in a row since a link last worked.
+    failures: u32,
+    /// No attempt before this, after a failed one.
+    retry_at: Option<Instant>,
+    /// Why the last attempt failed; logged when it changes.
+    failure: Option<LinkError>,
+}
+
+impl Dialer {
+    /// Takes `link` out of use, counting it as a failed attempt if the
+    /// application never answered on it or broke the protocol, else as one
+    /// that worked. `error` is why it is dropped, when it is still open.
+    fn retire(&mut self, link: &Link, error: Option<LinkError>, app: &str) {
+        self.link = None;
+        let error = link.closed_by().or(error);
+        match error {
+            Some(e @ LinkError::Unusable(_)) => self.failed(e, app),
+            Some(e) if !link.answered() => self.failed(e, app),
+            _ => self.worked(app),
+        }
+    }
+
+    fn failed(&mut self, error: LinkError, app: &str) {
+        self.failures += 1;
+        let wait = FIRST_RETRY
+            .saturating_mul(1 << (self.failures - 1).min(8))
+            .min(LONGEST_RETRY);
+        self.retry_at = Some(Instant::now() + wait);
+        if self.failure.as_ref().map(ToString::to_string) != Some(error.to_string()) {
+            match &error {
+                LinkError::Connect { .. } => tracing::info!(
+                    %app,
+                    "the application is not running ({error}); looking for it every {} s at most",
+                    LONGEST_RETRY.as_secs()
+                ),
+                _ => tracing::warn!(
+                    %app,
+                    "cannot use the application: {error}; trying again after {} s at most",
+                    LONGEST_RETRY.as_secs()
+                ),
+            }
+        }
+        self.failure = Some(error);
+    }
+
+    fn worked(&mut self, app: &str) {
+        if self.failure.take().is_some() {
+            tracing::info!(%app, "the application answers again");
+        }
+        self.failures = 0;
+        self.retry_at = None;
+    }
+
+    /// The failure to answer a request with rather than dial now: the
+    /// application is there but refuses its connections or cannot be used
+    /// over them, and the wait after the last one is not over. (Otherwise a
+    /// request dials at once: an absent application may have just started,
+    /// a closed connection may have been a crash it has come back from.)
+    fn refusal(&self) -> Option<LinkError> {
+        let waiting = self.retry_at.is_some_and(|at| Instant::now() < at);
+        self.failure
+            .clone()
+            .filter(|e| waiting && matches!(e, LinkError::Unusable(_)))
+    }
+}
+
 /// The application behind the shim.
 pub struct Upstream {
     socket: PathBuf,
@@ -94,7 +176,7 @@ pub struct Upstream {
     /// The agent's nick, when the shim was given one.
     identity: Option<String>,
     timeouts: Timeouts,
-    link: tokio::sync::Mutex<Option<Arc<Link>>>,
+    dialer: tokio::sync::Mutex<Dialer>,
     snapshot: Mutex<Snapshot>,
     /// The events of the newest link (and its number), for the watcher to
     /// follow.
@@ -122,7 +204,7 @@ impl Upstream {
             fallback_name,
             identity,
             timeouts,
-            link: tokio::sync::Mutex::new(None),
+            dialer: tokio::sync::Mutex::new(Dialer::default()),
             snapshot: Mutex::new(snapshot),
             events: Mutex::new(None),
             generation: watch::Sender::new(0),
@@ -173,22 +255,34 @@ impl Upstream {
             .unwrap_or_else(|| self.fallback_name.clone())
     }
 
-    /// The live link, dialling one if there is none.
+    /// The live link, dialling one if there is none (unless the wait after
+    /// a failed attempt says not yet).
     async fn link(self: &Arc<Self>) -> Result<Arc<Link>, LinkError> {
-        let mut slot = self.link.lock().await;
-        if let Some(link) = slot.as_ref()
-            && !link.is_closed()
-        {
-            return Ok(link.clone());
+        let mut dialer = self.dialer.lock().await;
+        if let Some(link) = dialer.link.clone() {
+            if !link.is_closed() {
+                return Ok(link);
+            }
+            dialer.retire(&link, None, &self.app_name());
+        }
+        if let Some(refusal) = dialer.refusal() {
+            return Err(refusal);
         }
         let hello = Hello {
             identity: self.identity.clone(),
             events: EVENTS.iter().map(|e| (*e).to_owned()).collect(),
             ..Hello::new(CLIENT_NAME)
         };
-        let (link, events) = Link::connect_as(&self.socket, self.timeouts.connect, hello).await?;
+        let (link, events) =
+            match Link::connect_as(&self.socket, self.timeouts.connect, hello).await {
+                Ok(dialled) => dialled,
+                Err(e) => {
+                    dialer.failed(e.clone(), &self.app_name());
+                    return Err(e);
+                }
+            };
         let link = Arc::new(link);
-        *slot = Some(link.clone());
+        dialer.link = Some(link.clone());
         let mut generation = 0;
         self.generation.send_modify(|g| {
             *g += 1;
@@ -198,11 +292,24 @@ impl Upstream {
         Ok(link)
     }
 
-    /// Forgets `link` after a failure, so the next request dials afresh.
-    async fn drop_link(&self, link: &Arc<Link>) {
-        let mut slot = self.link.lock().await;
-        if slot.as_ref().is_some_and(|l| Arc::ptr_eq(l, link)) {
-            *slot = None;
+    /// Forgets `link` after `error`, so the next request dials afresh.
+    async fn drop_link(&self, link: &Arc<Link>, error: &LinkError) {
+        let mut dialer = self.dialer.lock().await;
+        if dialer.link.as_ref().is_some_and(|l| Arc::ptr_eq(l, link)) {
+            dialer.retire(link, Some(error.clone()), &self.app_name());
+        }
+    }
+
+    /// Waits until the wait after a failed attempt is over, or a request
+    /// has dialled a link meanwhile.
+    async fn wait_turn(&self, newest: &mut watch::Receiver<u64>) {
+        let Some(retry_at) = self.dialer.lock().await.retry_at else {
+            return;
+        };
+        newest.borrow_and_update();
+        tokio::select! {
+            () = tokio::time::sleep_until(retry_at) => {}
+            _ = newest.changed() => {}
         }
     }
 
@@ -229,10 +336,11 @@ impl Upstream {
         let list = match link.list_tools(self.timeouts.list).await {
             Ok(list) => list,
             Err(e) => {
-                self.drop_link(&link).await;
+                self.drop_link(&link, &e).await;
                 return Err(e);
             }
         };
+        self.dialer.lock().await.worked(&self.app_name());
         let app = link.welcome().map(|w| w.app);
         let tools = list.tools;
         let changed = {
@@ -307,7 +415,7 @@ impl Upstream {
             }),
             Err(e @ LinkError::RequestTooLarge(_)) => Err(CallFailure::TooLarge(e.to_string())),
             Err(e) => {
-                self.drop_link(&link).await;
+                self.drop_link(&link, &e).await;
                 Err(match e {
                     LinkError::Timeout(_) => CallFailure::TimedOut,
                     LinkError::Connect { .. } => CallFailure::Absent,
@@ -325,6 +433,7 @@ impl Upstream {
         let mut present = false;
         let mut newest = self.generation.subscribe();
         loop {
+            self.wait_turn(&mut newest).await;
             let up = self.link().await.is_ok();
             if up && !present {
                 // It (re)appeared: refresh, and announce even an unchanged list,
@@ -413,6 +522,45 @@ fn write_cache(path: &Path, snapshot: &Snapshot) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn failed_attempts_wait_longer_and_longer_until_one_works() {
+        let mut dialer = Dialer::default();
+        let unusable = LinkError::Unusable("a bad welcome".into());
+        let mut waits = Vec::new();
+        for _ in 0..6 {
+            dialer.failed(unusable.clone(), "A");
+            waits.push(dialer.retry_at.unwrap() - Instant::now());
+        }
+        let secs: Vec<u64> = waits.iter().map(Duration::as_secs).collect();
+        assert_eq!(secs, [1, 2, 4, 8, 10, 10]);
+        // Meanwhile a request is answered with the failure rather than dial.
+        assert_eq!(dialer.refusal(), Some(unusable.clone()));
+        tokio::time::advance(LONGEST_RETRY).await;
+        assert_eq!(dialer.refusal(), None, "the wait is over");
+        dialer.worked("A");
+        assert_eq!((dialer.failures, dialer.retry_at), (0, None));
+        dialer.failed(unusable, "A");
+        assert_eq!(dialer.retry_at.unwrap() - Instant::now(), FIRST_RETRY);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_absent_application_is_still_dialled_by_requests() {
+        let mut dialer = Dialer::default();
+        let refused = LinkError::Connect {
+            path: "/run/app/relay.sock".into(),
+            reason: "Connection refused".into(),
+        };
+        dialer.failed(refused, "A");
+        assert!(dialer.retry_at.is_some(), "the watcher waits");
+        assert_eq!(
+            dialer.refusal(),
+            None,
+            "a request dials: the app may have just started"
+        );
+        dialer.failed(LinkError::Closed("reset".into()), "A");
+        assert_eq!(dialer.refusal(), None, "nor after a crash");
+    }
 
     #[test]
     fn a_cached_tool_that_does_not_fit_mcp_is_not_served() {

@@ -1179,6 +1179,62 @@ async fn an_application_of_another_protocol_version_is_refused_naming_both() {
     app.abort();
 }
 
+/// An application that says `lines` after each hello (closing if `close`)
+/// served to a shim for 3.5 s without a request: the connections it got,
+/// what a call then answered, and the shim's log.
+async fn redials(name: &str, lines: Vec<Value>, close: bool) -> (usize, Value, String) {
+    let place = Place::new(name);
+    let connections = Arc::new(AtomicUsize::new(0));
+    let app = tokio::spawn(handshake_app(
+        UnixListener::bind(&place.socket).unwrap(),
+        lines,
+        close,
+        connections.clone(),
+    ));
+    let log = place.runtime.path().join("shim.log");
+    let mut shim = place.shim(&["--log-file", log.to_str().unwrap()]);
+    shim.initialize().await;
+    tokio::time::sleep(Duration::from_millis(3500)).await;
+    let dialled = connections.load(Ordering::SeqCst);
+    let call = shim.call("anything", json!({})).await;
+    shim.finish_cleanly().await;
+    app.abort();
+    (dialled, call, std::fs::read_to_string(&log).unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_application_failing_every_connection_is_dialled_at_most_once_a_second() {
+    let welcome =
+        json!({"type": "welcome", "protocol": 1, "app": "Flaky App", "app_id": "dev.test.flaky"});
+    let bad_welcome =
+        json!({"type": "welcome", "protocol": "1", "app": "Flaky App", "app_id": "dev.test.flaky"});
+    let refusal = json!({"type": "error", "message": "connections from uid 1234 are refused"});
+    let (bad, closing, refusing) = tokio::join!(
+        redials("dev.test.bad-welcome", vec![bad_welcome], false),
+        redials("dev.test.closing", vec![welcome], true),
+        redials("dev.test.refusing", vec![refusal], true),
+    );
+    for ((dialled, call, log), why) in [
+        (bad, "answered the hello with a malformed line"),
+        (closing, "the application closed the connection"),
+        (
+            refusing,
+            "refused the connection: connections from uid 1234 are refused",
+        ),
+    ] {
+        // At 0, 1 and 3 s (2,000 a second before).
+        assert!((2..=4).contains(&dialled), "{why}: {dialled} connections");
+        // The call is told why (at once, when the application refuses or
+        // cannot be used: dialling again would repeat it).
+        assert_tool_error(&call, &[why]);
+        assert_eq!(
+            log.matches(why).count(),
+            1,
+            "logged once per change of reason:\n{log}"
+        );
+    }
+}
+
 // --- concurrency ----------------------------------------------------------
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
