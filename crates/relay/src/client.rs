@@ -107,6 +107,14 @@ impl Hello {
 
 type Pending = Arc<Mutex<HashMap<RequestId, oneshot::Sender<Outcome>>>>;
 
+/// How many of the application's notifications and events wait for the
+/// link's owner to read them; events beyond are dropped (and counted), so a
+/// slow reader cannot make the link hold all the application sends.
+pub const INCOMING_QUEUE: usize = 64;
+/// Places of [`INCOMING_QUEUE`] that only notifications and the close take:
+/// a flood of events does not crowd out a `tools_changed`.
+const RESERVED: usize = 8;
+
 /// How long a request whose write failed waits for the rest of what the
 /// application said, to report its reason.
 const WHY_WAIT: Duration = Duration::from_secs(1);
@@ -210,7 +218,7 @@ impl Link {
         path: &Path,
         timeout: Duration,
         client: &str,
-    ) -> Result<(Self, mpsc::UnboundedReceiver<Incoming>), LinkError> {
+    ) -> Result<(Self, mpsc::Receiver<Incoming>), LinkError> {
         Self::connect_as(path, timeout, Hello::new(client)).await
     }
 
@@ -219,7 +227,7 @@ impl Link {
         path: &Path,
         timeout: Duration,
         hello: Hello,
-    ) -> Result<(Self, mpsc::UnboundedReceiver<Incoming>), LinkError> {
+    ) -> Result<(Self, mpsc::Receiver<Incoming>), LinkError> {
         let connect_error = |reason: String| LinkError::Connect {
             path: path.display().to_string(),
             reason,
@@ -243,7 +251,7 @@ impl Link {
         let pending = Pending::default();
         let (closed_tx, closed) = watch::channel(None);
         let (welcome_tx, welcome) = watch::channel(None);
-        let (events_tx, events) = mpsc::unbounded_channel();
+        let (events_tx, events) = mpsc::channel(INCOMING_QUEUE);
         let answered = Arc::new(AtomicBool::new(false));
         tokio::spawn(read_loop(
             BufReader::new(reader),
@@ -575,11 +583,13 @@ async fn read_loop(
     answered: Arc<AtomicBool>,
     closed: watch::Sender<Option<LinkError>>,
     welcome: watch::Sender<Option<Welcome>>,
-    events: mpsc::UnboundedSender<Incoming>,
+    events: mpsc::Sender<Incoming>,
 ) {
     let mut lines = protocol::line_reader();
     // The application's last `error` line, which says why it closes.
     let mut last_error = None;
+    // Events dropped since the last one the queue took.
+    let mut dropped = 0u64;
     let error = loop {
         match protocol::read_message(&mut reader, &mut lines).await {
             Err(e) => break LinkError::Closed(e.to_string()),
@@ -649,8 +659,9 @@ async fn read_loop(
                         instructions,
                     }));
                 }
+                // Dropped only when the queue is full of them already.
                 Message::Notify { event } => {
-                    let _ = events.send(Incoming::Notify(event));
+                    let _ = events.try_send(Incoming::Notify(event));
                 }
                 Message::Event { name, params } => {
                     let agreed = welcome
@@ -658,9 +669,17 @@ async fn read_loop(
                         .as_ref()
                         .is_some_and(|w| w.events.contains(&name));
                     match params {
-                        Value::Object(params) if agreed => {
-                            let _ = events.send(Incoming::Event(Event::new(name, params)));
+                        Value::Object(params) if agreed && events.capacity() > RESERVED => {
+                            if dropped > 0 {
+                                tracing::warn!(
+                                    dropped,
+                                    "dropped events: the link's owner was not reading them"
+                                );
+                                dropped = 0;
+                            }
+                            let _ = events.try_send(Incoming::Event(Event::new(name, params)));
                         }
+                        Value::Object(_) if agreed => dropped += 1,
                         _ => {
                             tracing::warn!(%name, "ignored an event that was not agreed or whose params are not an object")
                         }
@@ -689,7 +708,14 @@ async fn read_loop(
     let reason = error.to_string();
     closed.send_replace(Some(error));
     pending.lock().expect("pending lock").clear();
-    let _ = events.send(Incoming::Closed(reason));
+    if dropped > 0 {
+        tracing::warn!(
+            dropped,
+            "dropped events: the link's owner was not reading them"
+        );
+    }
+    // When the queue is full, its end tells the close.
+    let _ = events.try_send(Incoming::Closed(reason));
 }
 
 #[cfg(test)]

@@ -24,7 +24,7 @@ async fn link_with(
     server: &Running,
     identity: Option<&str>,
     events: &[&str],
-) -> (Link, tokio::sync::mpsc::UnboundedReceiver<Incoming>) {
+) -> (Link, tokio::sync::mpsc::Receiver<Incoming>) {
     let hello = Hello {
         identity: identity.map(str::to_owned),
         events: events.iter().map(|e| (*e).to_owned()).collect(),
@@ -37,9 +37,7 @@ async fn link_with(
     (link, incoming)
 }
 
-async fn next_event(
-    incoming: &mut tokio::sync::mpsc::UnboundedReceiver<Incoming>,
-) -> Option<Event> {
+async fn next_event(incoming: &mut tokio::sync::mpsc::Receiver<Incoming>) -> Option<Event> {
     loop {
         match tokio::time::timeout(Duration::from_millis(500), incoming.recv()).await {
             Ok(Some(Incoming::Event(event))) => return Some(event),

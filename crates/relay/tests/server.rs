@@ -17,7 +17,7 @@ use tokio::io::AsyncWriteExt;
 const LIST: Duration = Duration::from_secs(3);
 const CALL: Duration = Duration::from_secs(15);
 
-async fn link(path: &std::path::Path) -> (Link, tokio::sync::mpsc::UnboundedReceiver<Incoming>) {
+async fn link(path: &std::path::Path) -> (Link, tokio::sync::mpsc::Receiver<Incoming>) {
     Link::connect(path, Duration::from_secs(1), "relay test")
         .await
         .unwrap()

@@ -21,6 +21,7 @@
 pub mod framing;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
+mod outbox;
 pub mod stdio;
 mod upstream;
 
@@ -44,6 +45,7 @@ use tokio::{
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use crate::framing::{is_blank, line_reader};
+use outbox::{Outbox, Queued};
 use switchboard_jsonrpc::{Id, Kind, Message, Rejection, classify, code};
 use switchboard_lines::Next;
 use switchboard_relay::{Event, Tool, events};
@@ -239,6 +241,10 @@ fn log_to(path: &Path) -> Result<(), ShimError> {
     Ok(())
 }
 
+/// How many tool-list changes and events may wait between the application's
+/// link and stdout; events beyond are dropped.
+const UPWARD_QUEUE: usize = 64;
+
 /// How often a relayed call with a progress token reports progress.
 const PROGRESS_EVERY: Duration = Duration::from_secs(10);
 
@@ -271,10 +277,10 @@ where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    let (out, lines) = mpsc::unbounded_channel::<String>();
+    let (out, lines) = Outbox::new(outbox::BUDGET);
     let client_gone = CancellationToken::new();
     let writer = tokio::spawn(write_lines(output, lines, client_gone.clone()));
-    let (upward_tx, upward) = mpsc::unbounded_channel();
+    let (upward_tx, upward) = mpsc::channel(UPWARD_QUEUE);
     let longest_call = target.timeouts.call.max(Duration::from_secs(1)) + target.timeouts.connect;
     let upstream = Upstream::new(
         target.socket,
@@ -313,7 +319,7 @@ where
             // The cancels are written by tasks of their own.
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        let _ = shim.out.send(String::new());
+        shim.out.finish();
         let _ = tokio::time::timeout(Duration::from_secs(2), writer).await;
     };
     tokio::select! {
@@ -324,18 +330,17 @@ where
 
 /// The application's tool-list changes and events, as notifications to the
 /// client (once it is initialized; events only if they were declared to it).
-async fn forward_upward(
-    mut upward: mpsc::UnboundedReceiver<Upward>,
-    client: Arc<Client>,
-    out: mpsc::UnboundedSender<String>,
-) {
+async fn forward_upward(mut upward: mpsc::Receiver<Upward>, client: Arc<Client>, out: Outbox) {
     while let Some(up) = upward.recv().await {
         if !client.initialized.load(Ordering::Acquire) {
             continue;
         }
         let line = match up {
+            // Rare, small, and not to be lost: it waits for room as a reply.
             Upward::ToolsChanged => {
-                json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+                let line = json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"});
+                out.reply(line.to_string()).await;
+                continue;
             }
             Upward::Event(event) if client.declared(&event.name) => json!({
                 "jsonrpc": "2.0",
@@ -347,7 +352,7 @@ async fn forward_upward(
                 continue;
             }
         };
-        let _ = out.send(line.to_string());
+        out.notify(line.to_string());
     }
 }
 
@@ -355,8 +360,8 @@ async fn forward_upward(
 struct Shim {
     upstream: Arc<Upstream>,
     client: Arc<Client>,
-    /// Lines for stdout; an empty one tells the writer to finish.
-    out: mpsc::UnboundedSender<String>,
+    /// Lines for stdout.
+    out: Outbox,
     /// The requests being answered.
     in_flight: TaskTracker,
     /// How to stop each request being answered, by id: the client may
@@ -374,7 +379,7 @@ impl Shim {
             let text = match lines.next(&mut input).await {
                 Ok(Next::Line(line)) => line,
                 Ok(Next::TooLong) => {
-                    let _ = self.out.send(Rejection::too_long().to_json());
+                    self.out.reply(Rejection::too_long().to_json()).await;
                     continue;
                 }
                 Ok(Next::Eof) | Err(_) => return,
@@ -385,7 +390,7 @@ impl Shim {
             match classify(text) {
                 Ok(message) => self.dispatch(message),
                 Err(rejection) => {
-                    let _ = self.out.send(rejection.to_json());
+                    self.out.reply(rejection.to_json()).await;
                 }
             }
         }
@@ -436,7 +441,7 @@ impl Shim {
                 progress.abort();
             }
             running.lock().expect("running lock").remove(&id);
-            let _ = out.send(reply);
+            out.reply(reply).await;
         });
         calls.insert(key, task.abort_handle());
     }
@@ -494,7 +499,7 @@ fn progress_token(params: &Map<String, Value>) -> Option<Value> {
 /// Reports progress every [`PROGRESS_EVERY`] until aborted: a relayed call
 /// may wait long (`wait_for_messages`), and clients reset their idle timeout
 /// on progress.
-async fn report_progress(token: Value, out: mpsc::UnboundedSender<String>) {
+async fn report_progress(token: Value, out: Outbox) {
     let mut step = 0u64;
     loop {
         tokio::time::sleep(PROGRESS_EVERY).await;
@@ -504,7 +509,7 @@ async fn report_progress(token: Value, out: mpsc::UnboundedSender<String>) {
             "method": "notifications/progress",
             "params": {"progressToken": token, "progress": step, "message": "waiting for the application"},
         });
-        if out.send(line.to_string()).is_err() {
+        if !out.notify(line.to_string()) {
             return;
         }
     }
@@ -634,23 +639,28 @@ fn tool_error(text: &str) -> Value {
 /// closed), it cancels `client_gone` and stops: the shim has no one to serve.
 async fn write_lines<W: AsyncWrite + Unpin>(
     mut output: W,
-    mut lines: mpsc::UnboundedReceiver<String>,
+    mut lines: mpsc::UnboundedReceiver<Queued>,
     client_gone: CancellationToken,
 ) {
     let mut batch = String::new();
-    while let Some(line) = lines.recv().await {
-        let mut done = line.is_empty();
+    // The lines of the batch hold their room in the outbox until written.
+    let mut written = Vec::new();
+    while let Some(queued) = lines.recv().await {
+        let mut done = queued.line.is_empty();
         batch.clear();
+        written.clear();
         if !done {
-            batch.push_str(&line);
+            batch.push_str(&queued.line);
             batch.push('\n');
         }
+        written.push(queued);
         while !done && let Ok(more) = lines.try_recv() {
-            done = more.is_empty();
+            done = more.line.is_empty();
             if !done {
-                batch.push_str(&more);
+                batch.push_str(&more.line);
                 batch.push('\n');
             }
+            written.push(more);
         }
         if output.write_all(batch.as_bytes()).await.is_err() || output.flush().await.is_err() {
             client_gone.cancel();

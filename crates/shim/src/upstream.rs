@@ -180,12 +180,12 @@ pub struct Upstream {
     snapshot: Mutex<Snapshot>,
     /// The events of the newest link (and its number), for the watcher to
     /// follow.
-    events: Mutex<Option<(u64, mpsc::UnboundedReceiver<Incoming>)>>,
+    events: Mutex<Option<(u64, mpsc::Receiver<Incoming>)>>,
     /// The number of the newest link: bumped on every dial, so the watcher
     /// stops following a link the shim has dropped and replaced.
     generation: watch::Sender<u64>,
     /// What to tell the MCP client.
-    upward: mpsc::UnboundedSender<Upward>,
+    upward: mpsc::Sender<Upward>,
 }
 
 impl Upstream {
@@ -195,7 +195,7 @@ impl Upstream {
         fallback_name: String,
         identity: Option<String>,
         timeouts: Timeouts,
-        upward: mpsc::UnboundedSender<Upward>,
+        upward: mpsc::Sender<Upward>,
     ) -> Arc<Self> {
         let snapshot = read_cache(&cache_file).unwrap_or_default();
         Arc::new(Self {
@@ -319,7 +319,7 @@ impl Upstream {
         match self.fetch_list().await {
             Ok((tools, changed)) => {
                 if changed {
-                    let _ = self.upward.send(Upward::ToolsChanged);
+                    let _ = self.upward.send(Upward::ToolsChanged).await;
                 }
                 tools
             }
@@ -431,6 +431,7 @@ impl Upstream {
     /// waiting for the agent to ask.
     pub async fn watch(self: Arc<Self>) {
         let mut present = false;
+        let mut dropped = 0u64;
         let mut newest = self.generation.subscribe();
         loop {
             self.wait_turn(&mut newest).await;
@@ -439,7 +440,7 @@ impl Upstream {
                 // It (re)appeared: refresh, and announce even an unchanged list,
                 // since a host may have read an empty one meanwhile.
                 if self.fetch_list().await.is_ok() {
-                    let _ = self.upward.send(Upward::ToolsChanged);
+                    let _ = self.upward.send(Upward::ToolsChanged).await;
                 }
             }
             present = up;
@@ -464,8 +465,15 @@ impl Upstream {
                                     self.list().await;
                                 }
                                 Some(Incoming::Notify(_)) => {}
+                                // Best effort: dropped (and counted) when the
+                                // client is not keeping up.
                                 Some(Incoming::Event(event)) => {
-                                    let _ = self.upward.send(Upward::Event(event));
+                                    if self.upward.try_send(Upward::Event(event)).is_err() {
+                                        dropped += 1;
+                                    } else if dropped > 0 {
+                                        tracing::warn!(dropped, "dropped events: the MCP client was not keeping up");
+                                        dropped = 0;
+                                    }
                                 }
                                 Some(Incoming::Closed(reason)) => {
                                     tracing::debug!(%reason, "relay link closed");

@@ -1235,6 +1235,114 @@ async fn an_application_failing_every_connection_is_dialled_at_most_once_a_secon
     }
 }
 
+/// The resident memory of process `pid`, in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_that_stops_reading_does_not_make_the_shim_hold_every_event() {
+    let place = Place::new("dev.test.flood");
+    let listener = UnixListener::bind(&place.socket).unwrap();
+    let (flood_tx, flood) = tokio::sync::oneshot::channel::<()>();
+    let flooded = Arc::new(AtomicUsize::new(0));
+    let app = tokio::spawn({
+        let flooded = flooded.clone();
+        async move {
+            let (stream, _) = listener.accept().await.unwrap();
+            let (reader, mut writer) = stream.into_split();
+            let mut reader = BufReader::new(reader).lines();
+            reader.next_line().await.unwrap();
+            let welcome = json!({"type": "welcome", "protocol": 1, "app": "Flood", "app_id": "dev.test.flood", "events": ["claude/channel"]});
+            writer
+                .write_all(format!("{welcome}\n").as_bytes())
+                .await
+                .unwrap();
+            let _ = flood.await;
+            let event = json!({"type": "event", "name": "claude/channel", "params": {"content": "e".repeat(60_000), "meta": {}}});
+            let line = format!("{event}\n");
+            // 300 MB of events, as fast as the shim reads its socket.
+            for _ in 0..5_000 {
+                writer.write_all(line.as_bytes()).await.unwrap();
+                flooded.fetch_add(1, Ordering::SeqCst);
+            }
+            // Answer requests (the list) from now on.
+            while let Ok(Some(line)) = reader.next_line().await {
+                let request: Value = serde_json::from_str(&line).unwrap();
+                if request["type"] == "request" {
+                    let reply =
+                        json!({"type": "response", "id": request["id"], "result": {"tools": []}});
+                    writer
+                        .write_all(format!("{reply}\n").as_bytes())
+                        .await
+                        .unwrap();
+                }
+            }
+        }
+    });
+    let mut child = switchboard(
+        &["shim", "--socket", place.socket.to_str().unwrap()],
+        place.runtime.path(),
+    )
+    .stdin(Stdio::piped())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
+    let pid = child.id().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    stdin
+        .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{\"protocolVersion\":\"2025-06-18\",\"capabilities\":{},\"clientInfo\":{\"name\":\"t\",\"version\":\"0\"}}}\n{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n")
+        .await
+        .unwrap();
+    let mut line = String::new();
+    stdout.read_line(&mut line).await.unwrap();
+    assert!(line.contains("claude/channel"), "{line}");
+    // The host stops reading; the application floods.
+    flood_tx.send(()).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while flooded.load(Ordering::SeqCst) < 5_000 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        flooded.load(Ordering::SeqCst),
+        5_000,
+        "the shim stopped reading its socket"
+    );
+    let rss = rss_kib(pid);
+    assert!(
+        rss < 100 * 1024,
+        "the shim holds {rss} KiB after 300 MB of events"
+    );
+    // A request asked now is answered, after what stdout still holds.
+    stdin
+        .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/list\"}\n")
+        .await
+        .unwrap();
+    let answered = tokio::time::timeout(WAIT, async {
+        loop {
+            line.clear();
+            assert!(
+                stdout.read_line(&mut line).await.unwrap() > 0,
+                "stdout closed"
+            );
+            let message: Value = serde_json::from_str(&line).unwrap();
+            if message["id"] == 2 {
+                return message;
+            }
+        }
+    })
+    .await
+    .expect("the reply arrives");
+    assert_eq!(answered["result"]["tools"], json!([]), "{answered}");
+    drop(stdin);
+    let _ = tokio::time::timeout(WAIT, child.wait()).await;
+    app.abort();
+}
+
 // --- concurrency ----------------------------------------------------------
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
