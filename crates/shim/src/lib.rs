@@ -485,8 +485,29 @@ fn notification(upstream: &Arc<Upstream>, client: &Client, method: &str, params:
         tracing::warn!(%method, "ignored a permission request whose params are not an object");
         return;
     };
-    let (upstream, event) = (upstream.clone(), Event::new(name, params.clone()));
+    let (upstream, event) = (upstream.clone(), Event::new(name, shortened(params)));
     tokio::spawn(async move { upstream.send_event(event).await });
+}
+
+/// The longest `description` or `input_preview` a permission request
+/// carries upstream, in characters: more than any approval notice shows,
+/// and little enough that the request fits a relay event (64 KiB) rather
+/// than being dropped for its size.
+const MAX_PERMISSION_TEXT: usize = 4096;
+
+/// `params` of a permission request with its long texts cut to
+/// [`MAX_PERMISSION_TEXT`] characters and `…`.
+fn shortened(params: &Map<String, Value>) -> Map<String, Value> {
+    let mut params = params.clone();
+    for key in ["description", "input_preview"] {
+        if let Some(Value::String(text)) = params.get_mut(key)
+            && let Some((cut, _)) = text.char_indices().nth(MAX_PERMISSION_TEXT)
+        {
+            text.truncate(cut);
+            text.push('…');
+        }
+    }
+    params
 }
 
 /// The request's `_meta.progressToken`, if it is one MCP allows (a string

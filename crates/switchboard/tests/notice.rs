@@ -907,6 +907,26 @@ async fn wait_for_text(client: &RawClient, channel: &str, needle: &str) -> Strin
     }
 }
 
+/// A permission request too long for a relay event as it stands reaches
+/// the approvals channel through the shim (cut), as it does over stdio.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_permission_request_through_the_shim_is_posted_cut() {
+    let runtime = runtime_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("relay.sock");
+    let file = config(dir.path(), "[chat.approvals]\nchannel = \"#approvals\"\n");
+    let daemon = Daemon::start(&socket, runtime.path(), &["--config", &file]).await;
+    let worker = shim(&socket, runtime.path(), "worker").await;
+    let mut request = permission_request("big1");
+    request["input_preview"] = json!("x".repeat(100_000));
+    request["description"] = json!("d".repeat(100_000));
+    worker.notify(PERMISSION_REQUEST, request).await;
+    let posted = wait_for_text(&worker, "#approvals", "Approval big1").await;
+    assert!(posted.contains("worker wants to run Bash: ddd"), "{posted}");
+    assert!(posted.len() < 2000, "{} bytes", posted.len());
+    daemon.stop().await;
+}
+
 /// How many texts of `channel` contain `needle`, once nothing more has
 /// come for a while (replies are posted in the background).
 async fn settled_count(client: &RawClient, channel: &str, needle: &str) -> usize {
