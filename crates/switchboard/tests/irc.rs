@@ -145,6 +145,7 @@ on_both_servers!(
     two_switchboards_sharing_a_data_dir_record_each_line_once,
     a_person_who_takes_a_gone_agents_nick_is_a_person,
     a_send_cut_off_part_way_says_how_much_arrived,
+    a_cancelled_send_stops_its_remaining_lines,
     a_ban_says_whose_join_was_refused,
 );
 
@@ -594,6 +595,62 @@ async fn a_send_cut_off_part_way_says_how_much_arrived(kind: ServerKind) {
         )),
         "{said}\nstored: {stored:?}"
     );
+}
+
+/// A paced send the client cancels part-way writes no more of its lines,
+/// and the agent's connection goes on sending what comes next.
+async fn a_cancelled_send_stops_its_remaining_lines(kind: ServerKind) {
+    let server = IrcServer::start(kind, ServerOptions::default()).await;
+    let (carol, bridge) = tokio::join!(
+        Human::connect(&server, "carol"),
+        Bridge::start(&server, "flood_burst = 2\nflood_per_second = 2.0")
+    );
+    carol.join("#stop").await;
+    let lines: Vec<String> = (1..=30).map(|i| format!("step {i} of 30")).collect();
+    let request = rmcp::model::ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(
+        rmcp::model::CallToolRequestParams::new("send_message").with_arguments(
+            json!({"channel": "#stop", "text": lines.join("\n"), "sender": "alice"})
+                .as_object()
+                .cloned()
+                .unwrap(),
+        ),
+    ));
+    let handle = bridge
+        .client
+        .peer()
+        .send_cancellable_request(request, rmcp::service::PeerRequestOptions::no_options())
+        .await
+        .unwrap();
+    for _ in 0..4 {
+        carol.expect(privmsg_from("alice", "#stop"), WAIT).await;
+    }
+    handle.cancel(None).await.unwrap();
+    let heard = || {
+        carol
+            .received()
+            .iter()
+            .filter(|l| {
+                l.is_from("alice", "PRIVMSG")
+                    && l.trailing().is_some_and(|t| t.starts_with("step "))
+            })
+            .count()
+    };
+    let at_cancel = heard();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    // At most a line already on its way; at 2 a second, 6 more otherwise.
+    assert!(
+        heard() <= at_cancel + 1,
+        "{} lines after the cancel, {at_cancel} before\n{}",
+        heard(),
+        bridge.log()
+    );
+    bridge.send_ok("#stop", "alice", "after the cancel").await;
+    carol
+        .expect(
+            |l| l.is_from("alice", "PRIVMSG") && l.trailing() == Some("after the cancel"),
+            WAIT,
+        )
+        .await;
 }
 
 /// A channel that bans the agent, or switchboard's own connection: the

@@ -772,11 +772,33 @@ async fn sleep_until_opt(at: Option<Instant>) {
 
 /// Lines waiting for a `PONG` that proves the server processed them.
 struct Barrier {
+    /// The send's number, which its queued lines carry.
+    id: u64,
     token: String,
     channel: Channel,
     lines: usize,
     error: Option<String>,
     reply: oneshot::Sender<Result<Sent, ConnError>>,
+}
+
+/// A line waiting to be written.
+struct Queued {
+    line: WireLine,
+    /// The send it belongs to (its barrier's id), if any: a send whose
+    /// caller gave up (a cancelled call, a timeout) writes no more lines.
+    send: Option<u64>,
+    /// Whether it is that send's last line (the PING that confirms it).
+    last: bool,
+}
+
+impl From<WireLine> for Queued {
+    fn from(line: WireLine) -> Self {
+        Self {
+            line,
+            send: None,
+            last: false,
+        }
+    }
 }
 
 /// State of one live connection.
@@ -786,7 +808,7 @@ struct Session {
     buf: switchboard_lines::LineReader,
     bucket: Bucket,
     /// Lines to write, paced by the bucket; PONGs jump the queue.
-    queue: VecDeque<WireLine>,
+    queue: VecDeque<Queued>,
     nick: String,
     /// Our `user@host` as the server shows it (learnt from our JOIN echo).
     userhost: Option<String>,
@@ -855,7 +877,7 @@ impl Session {
 
     fn request_join(&mut self, channel: &Channel) {
         if let Ok(line) = WireLine::new("JOIN", &[channel.name()]) {
-            self.queue.push_back(line);
+            self.queue.push_back(line.into());
         }
     }
 
@@ -919,9 +941,17 @@ impl Session {
             return;
         }
         (send.before_write)(&self.nick, &pieces);
-        self.queue.extend(wire_lines);
         self.next_barrier += 1;
+        let id = self.next_barrier;
+        let count = wire_lines.len();
+        self.queue
+            .extend(wire_lines.into_iter().enumerate().map(|(i, line)| Queued {
+                line,
+                send: Some(id),
+                last: i + 1 == count,
+            }));
         self.barriers.push_back(Barrier {
+            id,
             token,
             channel: send.channel,
             lines: pieces.len(),
@@ -932,14 +962,14 @@ impl Session {
 
     fn enqueue(&mut self, line: Result<WireLine, wire::UnsafeParam>) {
         match line {
-            Ok(line) => self.queue.push_back(line),
+            Ok(line) => self.queue.push_back(line.into()),
             Err(e) => tracing::warn!(error = %e, "an IRC command was not sent"),
         }
     }
 
     fn enqueue_pong(&mut self, token: &str) {
         if let Ok(line) = WireLine::new("PONG", &[token]) {
-            self.queue.push_front(line);
+            self.queue.push_front(line.into());
         }
     }
 
@@ -1010,15 +1040,35 @@ impl Session {
         Some(now + self.bucket.delay(now))
     }
 
-    /// Writes every queued line the bucket allows now.
+    /// Whether the caller of send `id` has given up on it.
+    fn abandoned(&self, id: u64) -> bool {
+        self.barriers
+            .iter()
+            .find(|b| b.id == id)
+            .is_none_or(|b| b.reply.is_closed())
+    }
+
+    /// Writes every queued line the bucket allows now, leaving out (without
+    /// spending the bucket) the lines of sends whose callers gave up.
     async fn flush_ready(&mut self) -> Result<(), ConnError> {
         let mut batch = Vec::new();
-        while !self.queue.is_empty() {
+        while let Some(front) = self.queue.front() {
+            if let Some(id) = front.send
+                && self.abandoned(id)
+            {
+                let last = front.last;
+                self.queue.pop_front();
+                if last {
+                    self.barriers.retain(|b| b.id != id);
+                    tracing::debug!(send = id, "stopped a send whose caller gave up");
+                }
+                continue;
+            }
             if self.bucket.delay(Instant::now()) > Duration::ZERO {
                 break;
             }
             self.bucket.take();
-            batch.extend(self.queue.pop_front());
+            batch.extend(self.queue.pop_front().map(|queued| queued.line));
         }
         if !batch.is_empty() {
             self.write_now(&batch).await?;
@@ -1032,7 +1082,7 @@ impl Session {
 
     /// Best effort on the way out (QUIT), ignoring pacing.
     async fn flush_all(&mut self) {
-        let batch: Vec<WireLine> = self.queue.drain(..).collect();
+        let batch: Vec<WireLine> = self.queue.drain(..).map(|queued| queued.line).collect();
         let _ = self.write_now(&batch).await;
         let _ = self.writer.flush().await;
     }
