@@ -130,6 +130,15 @@ struct Request {
 }
 
 impl Request {
+    /// Whether it can still be answered: not answered, not expired, and its
+    /// session still there. Another request may take the id of one that
+    /// cannot.
+    fn pending(&self, timeout: Duration) -> bool {
+        self.answer.is_none()
+            && self.asked.elapsed() < timeout
+            && self.session.upgrade().is_some_and(|s| !s.is_closed())
+    }
+
     /// What the claim on its id says, and until when it holds: as long as
     /// this process remembers the request.
     fn claim(&self, timeout: Duration) -> (i64, String) {
@@ -215,7 +224,10 @@ impl Approvals {
             .unwrap_or_else(|| session.label().to_owned());
         let (until, data) = {
             let mut requests = self.requests();
-            if requests.contains_key(&ask.id) {
+            if requests
+                .get(&ask.id)
+                .is_some_and(|r| r.pending(self.settings.timeout))
+            {
                 tracing::warn!(id = %ask.id, "ignored a permission request whose id is already in use");
                 return;
             }
@@ -479,11 +491,7 @@ impl Approvals {
         let mut pending: Vec<(i64, Pending)> = self
             .requests()
             .iter()
-            .filter(|(_, r)| {
-                r.answer.is_none()
-                    && r.asked.elapsed() < timeout
-                    && r.session.upgrade().is_some_and(|s| !s.is_closed())
-            })
+            .filter(|(_, r)| r.pending(timeout))
             .map(|(id, r)| {
                 let pending = Pending {
                     id: id.clone(),

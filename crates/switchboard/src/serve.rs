@@ -39,6 +39,7 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 pub fn run(config: Config, reload: impl Fn() -> Result<Config, ConfigError>) -> anyhow::Result<()> {
     let env = env_var;
     logging::init(&config.log.level, config.log.file.as_deref())?;
+    raise_open_files_limit();
     // Config errors of the toolkit sections surface here, before anything
     // is opened or connected.
     let toolkit = config.build_toolkit()?;
@@ -67,6 +68,35 @@ pub fn run(config: Config, reload: impl Fn() -> Result<Config, ConfigError>) -> 
 
 /// SIGHUP: the tokens of the config as it is now, or the old ones kept when
 /// it does not load.
+/// Raises the soft limit on open files to the hard one. Every HTTP
+/// connection, SSE session and blocked wait holds a descriptor, and the
+/// usual soft limit (1024) is below `http.max_streams`: at it, every client
+/// would be refused new connections.
+fn raise_open_files_limit() {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit with a valid resource and a pointer to a
+    // live rlimit.
+    let raised = unsafe {
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0
+            && (limit.rlim_cur >= limit.rlim_max || {
+                let wanted = libc::rlimit {
+                    rlim_cur: limit.rlim_max,
+                    rlim_max: limit.rlim_max,
+                };
+                libc::setrlimit(libc::RLIMIT_NOFILE, &wanted) == 0
+            })
+    };
+    if !raised {
+        tracing::warn!(
+            soft = limit.rlim_cur,
+            "cannot raise the limit on open files; connections beyond it will be refused"
+        );
+    }
+}
+
 fn reload_tokens(
     running: &Config,
     reload: &dyn Fn() -> Result<Config, ConfigError>,

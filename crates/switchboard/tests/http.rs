@@ -359,6 +359,25 @@ async fn stalled_requests_are_cut_off_without_holding_the_server() {
     let host = format!("Host: {}\r\n", server.addr);
     let connect = || tokio::net::TcpStream::connect(server.addr);
 
+    // A client that waits for 100 Continue before a body over the limit is
+    // told 413 at once, before sending any of it.
+    let mut expecting = connect().await.unwrap();
+    expecting
+        .write_all(
+            format!("POST /mcp HTTP/1.1\r\n{host}Content-Type: application/json\r\nContent-Length: 1000000000\r\nExpect: 100-continue\r\n\r\n").as_bytes(),
+        )
+        .await
+        .unwrap();
+    let mut head = [0u8; 12];
+    tokio::time::timeout(
+        Duration::from_secs(5),
+        tokio::io::AsyncReadExt::read_exact(&mut expecting, &mut head),
+    )
+    .await
+    .expect("no answer to an oversized body announced with Expect")
+    .unwrap();
+    assert_eq!(&head, b"HTTP/1.1 413");
+
     // Half a request's headers, and a body that stops part-way.
     let mut half_head = connect().await.unwrap();
     half_head
@@ -391,4 +410,81 @@ async fn stalled_requests_are_cut_off_without_holding_the_server() {
         body_reply.contains("cannot read the request body"),
         "{body_reply}"
     );
+}
+
+/// A legacy SSE client that POSTs and never reads its stream: past 64
+/// replies waiting for it, its requests get 503 (the daemon would otherwise
+/// hold every reply), and when it leaves nothing panics.
+#[tokio::test]
+async fn an_sse_session_whose_stream_is_not_read_is_refused_more_requests() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let server = Server::start(&["--ephemeral"]).await;
+    let writer = http_client(&server.url("/mcp"), ProtocolVersion::V_2025_06_18).await;
+    let big = "x".repeat(8000);
+    for _ in 0..50 {
+        send(&writer, "#big", "alice", &big).await;
+    }
+    // The stream, read as far as its endpoint event and no further.
+    let mut stream = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    stream
+        .write_all(
+            format!(
+                "GET /sse HTTP/1.1\r\nHost: {}\r\nAccept: text/event-stream\r\n\r\n",
+                server.addr
+            )
+            .as_bytes(),
+        )
+        .await
+        .unwrap();
+    let mut head = Vec::new();
+    let endpoint = loop {
+        let mut chunk = [0u8; 1024];
+        let n = stream.read(&mut chunk).await.unwrap();
+        head.extend_from_slice(&chunk[..n]);
+        let text = String::from_utf8_lossy(&head);
+        if let Some(at) = text.find("/messages/?session_id=") {
+            let id: String = text[at..]
+                .chars()
+                .take_while(|c| !c.is_whitespace())
+                .collect();
+            break server.url(&id);
+        }
+    };
+    let http = reqwest::Client::new();
+    let post = |body: String| {
+        http.post(&endpoint)
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+    };
+    let init = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#;
+    assert_eq!(post(init.to_owned()).await.unwrap().status(), 202);
+    let mut refused = None;
+    for id in 1..=200 {
+        let read = format!(
+            r##"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"read_messages","arguments":{{"channel":"#big","limit":50}}}}}}"##
+        );
+        let response = post(read).await.unwrap();
+        if response.status() == 503 {
+            refused = Some((id, response.text().await.unwrap()));
+            break;
+        }
+        assert_eq!(response.status(), 202);
+    }
+    let (id, body) = refused.expect("200 requests accepted with nobody reading their replies");
+    // 64 wait; a few more left already, into the sockets' buffers.
+    assert!(id > 64 && id < 150, "refused at request {id}");
+    assert!(body.contains("read the stream"), "{body}");
+    drop(stream);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let pong = reqwest::Client::new()
+        .post(server.url("/mcp"))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(pong.status(), 200);
+    assert!(!server.log().contains("panicked"), "{}", server.log());
 }

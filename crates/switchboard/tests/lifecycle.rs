@@ -490,3 +490,45 @@ async fn a_closed_stderr_neither_stops_the_server_nor_changes_its_exit_status() 
         .unwrap();
     assert_eq!(bad.code(), Some(1));
 }
+
+/// Started under a low soft limit on open files (systemd's default 1024,
+/// here 256), `serve` raises it to the hard limit: every connection holds a
+/// descriptor.
+#[tokio::test]
+async fn serve_raises_its_open_files_limit_to_the_hard_one() {
+    let mut cmd = command(&["--ephemeral", "--http", "127.0.0.1:0", "--no-socket"]);
+    // SAFETY: only async-signal-safe setrlimit between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            let limit = libc::rlimit {
+                rlim_cur: 256,
+                rlim_max: 4096,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        });
+    }
+    let mut child = cmd
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let limits = format!("/proc/{}/limits", child.id().unwrap());
+    let soft = eventually(Duration::from_secs(10), "the raised limit", || async {
+        let text = std::fs::read_to_string(&limits).map_err(|e| e.to_string())?;
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("Max open files"))
+            .ok_or_else(|| text.clone())?
+            .to_owned();
+        let soft = line.split_whitespace().nth(3).unwrap_or("").to_owned();
+        if soft == "4096" { Ok(soft) } else { Err(line) }
+    })
+    .await;
+    assert_eq!(soft, "4096");
+    child.kill().await.unwrap();
+}

@@ -927,6 +927,33 @@ async fn a_long_permission_request_through_the_shim_is_posted_cut() {
     daemon.stop().await;
 }
 
+/// An id whose request can no longer be answered (its agent left) may be
+/// asked again by another agent of the same daemon.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_id_of_a_gone_agents_request_can_be_asked_again() {
+    let runtime = runtime_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("relay.sock");
+    let file = config(dir.path(), "[chat.approvals]\nchannel = \"#approvals\"\n");
+    let daemon = Daemon::start(&socket, runtime.path(), &["--config", &file]).await;
+    let first = shim(&socket, runtime.path(), "first").await;
+    first
+        .notify(PERMISSION_REQUEST, permission_request("reuse9"))
+        .await;
+    let watcher = shim(&socket, runtime.path(), "watcher").await;
+    wait_for_text(&watcher, "#approvals", "Approval reuse9: first").await;
+    first.close().await;
+    let second = shim(&socket, runtime.path(), "second").await;
+    second
+        .notify(PERMISSION_REQUEST, permission_request("reuse9"))
+        .await;
+    wait_for_text(&watcher, "#approvals", "Approval reuse9: second").await;
+    say(&socket, runtime.path(), "#approvals", "ann", "yes reuse9").await;
+    let verdict = second.wait_for(PERMISSION, 1, Duration::from_secs(5)).await;
+    assert_eq!(verdict[0].1["params"]["behavior"], "allow");
+    daemon.stop().await;
+}
+
 /// How many texts of `channel` contain `needle`, once nothing more has
 /// come for a while (replies are posted in the background).
 async fn settled_count(client: &RawClient, channel: &str, needle: &str) -> usize {

@@ -32,7 +32,7 @@ use tower_http::timeout::RequestBodyTimeoutLayer;
 
 use super::{
     DirectCall, MAX_MESSAGE_BYTES, error_response, guard, incoming, json_response, sse,
-    unread_body_response,
+    too_large_response, unread_body_response,
 };
 use crate::mcp::McpServer;
 
@@ -88,8 +88,30 @@ pub fn router(
         app = app.merge(web);
     }
     app.layer(DefaultBodyLimit::max(MAX_MESSAGE_BYTES))
+        .layer(middleware::from_fn(refuse_announced_oversize))
         .layer(RequestBodyTimeoutLayer::new(BODY_IDLE_TIMEOUT))
         .layer(middleware::from_fn_with_state(guard, guard::enforce))
+}
+
+/// Answers `413` at once to a request that waits for `100 Continue` before
+/// sending a body its `Content-Length` says is over [`MAX_MESSAGE_BYTES`]:
+/// such a client has sent nothing yet, so it reads the answer. (A body sent
+/// without waiting is read up to the limit first: refusing it sooner would
+/// have the client see a broken connection rather than the `413`.)
+async fn refuse_announced_oversize(request: Request, next: Next) -> Response {
+    let headers = request.headers();
+    let waits = headers
+        .get(header::EXPECT)
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+    let too_long = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+        .is_some_and(|length| length > MAX_MESSAGE_BYTES as u64);
+    if waits && too_long {
+        return too_large_response();
+    }
+    next.run(request).await
 }
 
 /// Admits a request to `/mcp` while fewer than `http.max_streams` are in
@@ -309,7 +331,7 @@ pub async fn serve(
     {
         tracing::info!(
             open = tasks.len(),
-            "closing HTTP connections whose requests did not finish"
+            "closing the HTTP connections still open (idle or with a response under way)"
         );
     }
     tasks.shutdown().await;

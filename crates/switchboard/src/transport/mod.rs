@@ -14,7 +14,7 @@ pub mod relay;
 pub mod sse;
 pub mod stdio;
 
-use futures::{SinkExt, Stream};
+use futures::{Sink, Stream};
 use rmcp::{
     model::{
         CallToolRequestMethod, CallToolRequestParams, ClientJsonRpcMessage, ClientRequest,
@@ -184,17 +184,59 @@ pub async fn serve_channels<T>(
 ) where
     T: From<ServerJsonRpcMessage> + Send + 'static,
 {
-    let sink = PollSender::new(outgoing)
-        .sink_map_err(|_| std::io::Error::from(std::io::ErrorKind::BrokenPipe))
-        .with(|message: ServerJsonRpcMessage| {
-            futures::future::ready(Ok::<_, std::io::Error>(T::from(message)))
-        });
+    let sink = ChannelSink(PollSender::new(outgoing));
     match serve_server_with_ct(server, (sink, incoming), session).await {
         Ok(running) => {
             let _ = running.waiting().await;
         }
         Err(e) => tracing::debug!(error = %e, "client left before initializing"),
     }
+}
+
+/// A channel's sending end as the sink rmcp writes a session's messages
+/// to. Once the receiver is gone every send fails as a broken pipe, however
+/// often it is tried: rmcp sends each reply from its own task, and the
+/// `futures` combinators that map a sink's error panic when polled again
+/// after their first.
+struct ChannelSink<T: Send + 'static>(PollSender<T>);
+
+impl<T: From<ServerJsonRpcMessage> + Send + 'static> Sink<ServerJsonRpcMessage> for ChannelSink<T> {
+    type Error = std::io::Error;
+
+    fn poll_ready(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        self.0.poll_reserve(cx).map_err(|_| broken_pipe())
+    }
+
+    fn start_send(
+        mut self: std::pin::Pin<&mut Self>,
+        message: ServerJsonRpcMessage,
+    ) -> Result<(), Self::Error> {
+        self.0
+            .send_item(T::from(message))
+            .map_err(|_| broken_pipe())
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn poll_close(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        self.0.close();
+        std::task::Poll::Ready(Ok(()))
+    }
+}
+
+fn broken_pipe() -> std::io::Error {
+    std::io::Error::from(std::io::ErrorKind::BrokenPipe)
 }
 
 /// A `tools/call` request that has nothing but a name and arguments, which a
@@ -249,5 +291,36 @@ impl DirectCall {
             tracing::error!(error = %e, "cannot serialise a reply");
             String::new()
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::SinkExt;
+    use rmcp::model::{NumberOrString, ServerResult};
+
+    fn pong(id: i64) -> ServerJsonRpcMessage {
+        ServerJsonRpcMessage::response(ServerResult::empty(()), NumberOrString::Number(id))
+    }
+
+    /// Every send after the receiver is gone fails as a broken pipe, from
+    /// however many tasks: none panics.
+    #[tokio::test]
+    async fn a_sink_whose_receiver_is_gone_keeps_failing_without_panicking() {
+        let (tx, rx) = mpsc::channel::<ServerJsonRpcMessage>(1);
+        let sink = std::sync::Arc::new(tokio::sync::Mutex::new(ChannelSink(PollSender::new(tx))));
+        sink.lock().await.send(pong(1)).await.unwrap();
+        drop(rx);
+        let sends: Vec<_> = (2..20)
+            .map(|id| {
+                let sink = sink.clone();
+                tokio::spawn(async move { sink.lock().await.send(pong(id)).await })
+            })
+            .collect();
+        for send in sends {
+            let failed = send.await.expect("no panic").unwrap_err();
+            assert_eq!(failed.kind(), std::io::ErrorKind::BrokenPipe);
+        }
     }
 }

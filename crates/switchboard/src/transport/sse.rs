@@ -20,7 +20,10 @@
 use std::{
     collections::HashMap,
     convert::Infallible,
-    sync::{Arc, Mutex},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicUsize, Ordering},
+    },
     time::Duration,
 };
 
@@ -36,7 +39,7 @@ use axum::{
 };
 use futures::{StreamExt, stream};
 use http::StatusCode;
-use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::model::{ClientJsonRpcMessage, ClientNotification, JsonRpcMessage, ServerJsonRpcMessage};
 use serde::Deserialize;
 use switchboard_toolset::{Caller, Grant, Notification, Session};
 use tokio::{
@@ -68,6 +71,36 @@ struct Entry {
     /// The grant of the token that opened it.
     owner: Option<Arc<Grant>>,
     activity: Arc<Activity>,
+    unanswered: Arc<Unanswered>,
+}
+
+/// The most requests of one session whose replies its stream has not
+/// taken yet. A client that POSTs and never reads its stream would
+/// otherwise have the daemon hold every reply.
+const MAX_UNANSWERED: usize = 64;
+
+/// How many of a session's requests wait for their replies to leave on its
+/// stream.
+#[derive(Default)]
+struct Unanswered(AtomicUsize);
+
+impl Unanswered {
+    /// Counts a request in, unless [`MAX_UNANSWERED`] already wait.
+    fn admit(&self) -> bool {
+        self.0
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < MAX_UNANSWERED).then_some(n + 1)
+            })
+            .is_ok()
+    }
+
+    /// A reply left on the stream, or a request was cancelled (it may get
+    /// none).
+    fn settled(&self) {
+        let _ = self
+            .0
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
+    }
 }
 
 /// When a session last carried a message, either way.
@@ -162,10 +195,12 @@ async fn connect(State(state): State<SseState>, grant: Option<Extension<Arc<Gran
     let (in_tx, mut in_rx) = mpsc::channel::<Box<ClientJsonRpcMessage>>(64);
     let (out_tx, out_rx) = mpsc::channel::<Box<ServerJsonRpcMessage>>(64);
     let activity = Arc::new(Activity::new());
+    let unanswered = Arc::new(Unanswered::default());
     let entry = Entry {
         inbox: in_tx,
         owner: grant.clone(),
         activity: activity.clone(),
+        unanswered: unanswered.clone(),
     };
     state
         .sessions
@@ -220,7 +255,7 @@ async fn connect(State(state): State<SseState>, grant: Option<Extension<Arc<Gran
             tracing::info!(session = %id, idle_s = idle.map(|d| d.as_secs()), "legacy SSE session closed: no message within http.sse_idle_timeout_s");
         }
     };
-    let messages = events(out_rx, note_rx, activity, guard);
+    let messages = events(out_rx, note_rx, activity, unanswered, guard);
     // The stream ends when the session's server has flushed its last replies
     // and stopped (at shutdown, or when the client disconnects), or when the
     // session has been idle too long.
@@ -239,6 +274,7 @@ fn events(
     out: Outbox,
     notes: mpsc::Receiver<Notification>,
     activity: Arc<Activity>,
+    unanswered: Arc<Unanswered>,
     guard: SessionGuard,
 ) -> impl futures::Stream<Item = Result<Event, Infallible>> {
     struct Streams {
@@ -246,6 +282,7 @@ fn events(
         notes: mpsc::Receiver<Notification>,
         initialized: bool,
         activity: Arc<Activity>,
+        unanswered: Arc<Unanswered>,
         _guard: SessionGuard,
     }
     let streams = Streams {
@@ -253,6 +290,7 @@ fn events(
         notes,
         initialized: false,
         activity,
+        unanswered,
         _guard: guard,
     };
     stream::unfold(streams, |mut s| async move {
@@ -261,6 +299,9 @@ fn events(
             message = s.out.recv() => {
                 let message = message?;
                 s.initialized |= answers_initialize(&message);
+                if matches!(*message, JsonRpcMessage::Response(_) | JsonRpcMessage::Error(_)) {
+                    s.unanswered.settled();
+                }
                 serde_json::to_string(&message)
             }
             Some(note) = s.notes.recv(), if s.initialized => {
@@ -316,6 +357,7 @@ async fn message(
         inbox,
         owner,
         activity,
+        unanswered,
     }) = sender
     else {
         return reply(
@@ -347,6 +389,20 @@ async fn message(
         Err(Some(rejection)) => return json_response(StatusCode::BAD_REQUEST, rejection.to_json()),
         Err(None) => return (StatusCode::ACCEPTED, "Accepted").into_response(),
     };
+    match &message {
+        JsonRpcMessage::Request(_) if !unanswered.admit() => {
+            tracing::warn!(session = %id, "refused a POST: the session's stream has not taken the replies of {MAX_UNANSWERED} requests");
+            return busy(&format!(
+                "this session has {MAX_UNANSWERED} requests whose replies its event stream (GET /sse) has not taken yet; read the stream before sending more"
+            ));
+        }
+        JsonRpcMessage::Notification(n)
+            if matches!(n.notification, ClientNotification::CancelledNotification(_)) =>
+        {
+            unanswered.settled();
+        }
+        _ => {}
+    }
     activity.touch();
     if inbox.send(Box::new(message)).await.is_err() {
         return reply(
