@@ -143,6 +143,7 @@ on_both_servers!(
     tls_with_a_private_ca,
     fifty_lines_burst_through_stock_flood_control,
     two_switchboards_sharing_a_data_dir_record_each_line_once,
+    the_other_observer_of_a_shared_data_dir_is_switchboard_not_a_person,
     a_person_who_takes_a_gone_agents_nick_is_a_person,
     a_send_cut_off_part_way_says_how_much_arrived,
     a_cancelled_send_stops_its_remaining_lines,
@@ -491,6 +492,85 @@ async fn two_switchboards_sharing_a_data_dir_record_each_line_once(kind: ServerK
         said.sort();
         assert_eq!(texts, said, "{}", bridge.log());
     }
+}
+
+/// Two processes sharing a data directory: each knows the other's observer
+/// as switchboard's own connection, not a member (a channel of an agent and
+/// a person stays a direct channel), and the notice one posts is stored
+/// once, as switchboard's, not again as a person's line by the other.
+async fn the_other_observer_of_a_shared_data_dir_is_switchboard_not_a_person(kind: ServerKind) {
+    let server = IrcServer::start(kind, ServerOptions::default()).await;
+    let shared = tempfile::tempdir().unwrap();
+    let data = shared.path().join("data");
+    let guard = "[chat.push]\nloop_messages = 3\n";
+    let (carol, one, two) = tokio::join!(
+        Human::connect(&server, "carol"),
+        Bridge::start_on(&server, guard, tempfile::tempdir().unwrap(), &data, &[]),
+        Bridge::start_on(&server, guard, tempfile::tempdir().unwrap(), &data, &[]),
+    );
+    carol.join("#pair").await;
+    one.send_ok("#pair", "alice", "hello carol").await;
+    // The other process's observer comes into the channel.
+    call(&two.client, "create_channel", json!({"name": "#pair"})).await;
+    let people = |result: &rmcp::model::CallToolResult| -> Vec<String> {
+        let structured = result.structured_content.as_ref().unwrap();
+        structured["kinds"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["kind"] != "system")
+            .map(|m| m["nick"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    for bridge in [&one, &two] {
+        let members = eventually(Duration::from_secs(10), "two people", || async {
+            let listed = call(&bridge.client, "get_members", json!({"channel": "#pair"})).await;
+            let mut found = people(&listed);
+            found.sort();
+            if found == ["alice", "carol"] {
+                Ok(found)
+            } else {
+                Err(format!("{found:?}: {}", text(&listed)))
+            }
+        })
+        .await;
+        assert_eq!(members, ["alice", "carol"]);
+    }
+    // Agents only, past the loop guard: one pause notice, switchboard's.
+    for i in 0..4 {
+        one.send_ok(
+            "#pair",
+            if i % 2 == 0 { "alice" } else { "bob" },
+            &format!("turn {i}"),
+        )
+        .await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let read = call(
+        &one.client,
+        "read_messages",
+        json!({"channel": "#pair", "limit": 50}),
+    )
+    .await;
+    let notices: Vec<&serde_json::Value> = read.structured_content.as_ref().unwrap()["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| {
+            m["text"]
+                .as_str()
+                .unwrap()
+                .starts_with("Pausing notifications")
+        })
+        .collect();
+    assert_eq!(
+        notices.len(),
+        1,
+        "{notices:?}\n{}\n{}",
+        one.log(),
+        two.log()
+    );
+    assert_eq!(notices[0]["kind"], "system", "{notices:?}");
 }
 
 /// An agent's connection closed for being idle frees its nick at once: a

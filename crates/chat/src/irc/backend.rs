@@ -41,7 +41,9 @@ use super::{
 };
 use crate::{
     backend::{ChatBackend, ChatError, Delivery, Member},
-    history::{AGENT_MARK, History, Message, NewMessage, Origin, SenderKind, Unstored},
+    history::{
+        AGENT_MARK, History, Message, NewMessage, Origin, SenderKind, Unstored, this_process,
+    },
     names::{Channel, NameRules, Nick},
 };
 
@@ -115,7 +117,21 @@ struct Inner {
     /// When this process last marked an agent as its own in the history,
     /// by (channel key, nick key) (see `History::mark_agent`).
     marked_agents: Mutex<HashMap<(String, String), Instant>>,
+    /// The observers of the other processes sharing the history, by nick
+    /// key, and when they were last read from its claims.
+    other_observers: Mutex<(Option<Instant>, HashSet<String>)>,
 }
+
+/// The claim key under which a process's observer holds its nick, so that
+/// the other processes sharing the history know it for switchboard's own
+/// connection: not a member, and its lines (that process's notices, which
+/// it stores itself) not theirs to store.
+fn observer_claim(nick_key: &str) -> String {
+    format!("irc-observer:{nick_key}")
+}
+
+/// How long the set of other observers is used before it is read again.
+const OBSERVERS_FRESH: Duration = Duration::from_secs(1);
 
 struct SenderSlot {
     connection: Connection,
@@ -189,12 +205,14 @@ impl IrcBackend {
             confirmations: Arc::default(),
             senders: Mutex::new(HashMap::new()),
             marked_agents: Mutex::default(),
+            other_observers: Mutex::default(),
         });
         let (records_tx, records) = mpsc::channel(8192);
         tokio::spawn(observe(inner.clone(), events, records_tx));
         tokio::spawn(record(inner.clone(), records));
         tokio::spawn(reap_idle_senders(Arc::downgrade(&inner)));
         tokio::spawn(join_known_channels(inner.clone()));
+        tokio::spawn(hold_observer_nick(Arc::downgrade(&inner)));
         Self { inner }
     }
 
@@ -320,7 +338,14 @@ async fn observe(
                     let mut released = None;
                     let mut membership = inner.membership.lock().expect("membership lock");
                     match &message.command {
-                        Command::PRIVMSG(target, text) if !is_self => {
+                        // Another process's observer: its notices, which
+                        // that process stores.
+                        Command::PRIVMSG(target, text)
+                            if !is_self
+                                && !nick
+                                    .as_deref()
+                                    .is_some_and(|n| inner.is_other_observer(&map.fold(n))) =>
+                        {
                             drop(membership);
                             if let (Some(nick), Some(new)) =
                                 (nick, channel_message(&info.rules, &message, target, text))
@@ -479,6 +504,50 @@ pub(crate) fn channel_message(
     })
 }
 
+/// Holds the observer's nick as a history claim while it is registered
+/// under it (see [`observer_claim`]), and lets a nick it no longer has go.
+async fn hold_observer_nick(inner: std::sync::Weak<Inner>) {
+    let Some(mut changes) = inner.upgrade().map(|i| i.observer.status_changes()) else {
+        return;
+    };
+    let mut held: Option<String> = None;
+    loop {
+        let status = changes.borrow_and_update().clone();
+        let Some(inner) = inner.upgrade() else {
+            return;
+        };
+        let now_key = match &status {
+            Status::Registered { nick } => Some(inner.observer.info().rules.casemapping.fold(nick)),
+            _ => None,
+        };
+        if now_key != held {
+            let now = Utc::now().timestamp_micros();
+            if let Some(old) = held.take() {
+                let _ = inner.history.claim(&observer_claim(&old), now, None).await;
+            }
+            if let Some(key) = &now_key {
+                // Held for as long as this process runs: a claim lapses
+                // when its holder exits.
+                let forever = now + 100 * 365 * 24 * 3600 * 1_000_000;
+                match inner
+                    .history
+                    .claim(&observer_claim(key), forever, None)
+                    .await
+                {
+                    Ok(_) => held = now_key.clone(),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot record the observer's nick in the history")
+                    }
+                }
+            }
+        }
+        drop(inner);
+        if changes.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
 /// Commits what the observer heard, in groups, then tells waiting senders.
 async fn record(inner: Arc<Inner>, mut records: mpsc::Receiver<NewMessage>) {
     let mut batch = Vec::with_capacity(1024);
@@ -634,6 +703,33 @@ impl Confirmations {
 impl Inner {
     /// Who `nick` is: an agent (or person) speaking through one of our
     /// sender connections, else a human on the network.
+    /// Whether `nick_key` is the observer of another process sharing the
+    /// history (as its claims said at most [`OBSERVERS_FRESH`] ago).
+    fn is_other_observer(&self, nick_key: &str) -> bool {
+        let mut cached = self.other_observers.lock().expect("observers lock");
+        if cached.0.is_none_or(|read| read.elapsed() > OBSERVERS_FRESH) {
+            let held = self
+                .history
+                .claims(&observer_claim(""))
+                .unwrap_or_else(|e| {
+                    tracing::warn!(error = %e, "cannot read the other processes' observers");
+                    Vec::new()
+                });
+            cached.1 = held
+                .into_iter()
+                .filter(|claim| claim.owner != this_process())
+                .filter_map(|claim| {
+                    claim
+                        .key
+                        .strip_prefix(&observer_claim(""))
+                        .map(str::to_owned)
+                })
+                .collect();
+            cached.0 = Some(Instant::now());
+        }
+        cached.1.contains(nick_key)
+    }
+
     fn kind_of(&self, nick: &str) -> SenderKind {
         let map = self.observer.info().rules.casemapping;
         let key = map.fold(nick);
@@ -1152,7 +1248,8 @@ impl ChatBackend for IrcBackend {
             Ok(nicks
                 .into_iter()
                 .map(|nick| {
-                    let kind = if map.fold(&nick) == observer {
+                    let key = map.fold(&nick);
+                    let kind = if key == observer || self.inner.is_other_observer(&key) {
                         SenderKind::System
                     } else {
                         self.inner.kind_of(&nick)
