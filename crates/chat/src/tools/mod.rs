@@ -386,6 +386,15 @@ impl ChatTools {
         tool: &str,
     ) -> Result<Nick, ToolError> {
         self.me(explicit, caller)?.ok_or_else(|| {
+            // A name given at start (--nick) that this network does not take
+            // (longer than its NICKLEN, say) is said, not taken for none.
+            if let Some(nick) = caller.identity()
+                && let Err(e) = self.backend.rules().nick(&nick)
+            {
+                return ToolError::new(format!(
+                    "{tool} needs to know who you are, and your nick {nick:?} cannot be used here: {e}; start with another --nick, or pass nick"
+                ));
+            }
             // Without a session (stateless HTTP) no earlier send is remembered.
             let otherwise = if caller.session.is_some() {
                 ", or send a message first"
@@ -1044,6 +1053,27 @@ mod tests {
         });
         ours.close();
         theirs.close();
+    }
+
+    #[test]
+    fn a_session_nick_the_network_does_not_take_is_named_in_the_error() {
+        let rt = runtime();
+        let history = History::open(&Location::Memory, Default::default()).unwrap();
+        let tools = tools(&history);
+        let long = "reviewer".repeat(5);
+        let session = Arc::new(switchboard_toolset::Session::new("test").with_identity(&long));
+        let caller = Caller::new("test").in_session(session);
+        rt.block_on(async {
+            let err = tools
+                .call("read_messages", args(json!({})), &caller)
+                .await
+                .unwrap_err();
+            assert!(
+                err.message()
+                    .contains(&format!("your nick {long:?} cannot be used here")),
+                "{err}"
+            );
+        });
     }
 
     #[test]
