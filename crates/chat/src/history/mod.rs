@@ -273,7 +273,9 @@ pub enum Origin {
     Heard,
     /// Replayed by the network from its own history, so it may be one
     /// already stored: dropped if the channel has the same text from the
-    /// same nick within the same millisecond (`server-time`'s precision).
+    /// same nick within the same millisecond (`server-time`'s precision),
+    /// or the same second when the replay's time is a whole second (a
+    /// server that keeps no more).
     Replayed,
 }
 
@@ -1673,6 +1675,38 @@ pub(crate) mod tests {
             }]))
             .unwrap();
         assert_eq!(replayed[0].time, older);
+        history.close();
+    }
+
+    #[test]
+    fn a_replay_in_whole_seconds_is_the_line_heard_within_that_second() {
+        let rt = runtime();
+        let history = History::open(&Location::Memory, Durability::Full).unwrap();
+        let append = |m: NewMessage| rt.block_on(history.append(vec![m])).unwrap();
+        let heard_at = DateTime::parse_from_rfc3339("2026-12-03T10:00:07.437Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        append(NewMessage {
+            time: Some(heard_at),
+            ..msg("#a", "bob", "deploying")
+        });
+        let replay = |at: &str, text: &str| NewMessage {
+            time: Some(
+                DateTime::parse_from_rfc3339(at)
+                    .unwrap()
+                    .with_timezone(&Utc),
+            ),
+            origin: Origin::Replayed,
+            ..msg("#a", "bob", text)
+        };
+        assert!(append(replay("2026-12-03T10:00:07Z", "deploying")).is_empty());
+        // Another second, another millisecond, another text: other lines.
+        assert_eq!(append(replay("2026-12-03T10:00:08Z", "deploying")).len(), 1);
+        assert_eq!(
+            append(replay("2026-12-03T10:00:07.438Z", "deploying")).len(),
+            1
+        );
+        assert_eq!(append(replay("2026-12-03T10:00:07Z", "deployed")).len(), 1);
         history.close();
     }
 

@@ -561,13 +561,20 @@ impl Writer {
     /// The stamp and id of a message of the channel with `message`'s text
     /// from its nick in the millisecond of `ts` (stored times may be bumped
     /// within it).
-    fn copy_in_millisecond(
+    fn copy_at_same_time(
         &self,
         channel_id: i64,
         ts: i64,
         message: &NewMessage,
     ) -> rusqlite::Result<Option<(i64, i64)>> {
-        let start = ts.div_euclid(1000) * 1000;
+        // As precise as the server keeps times: a replay in whole seconds
+        // (InspIRCd without msgid) matches the live copy's millisecond
+        // within its second, a replay in milliseconds within the same one.
+        let (start, width) = if ts.rem_euclid(1_000_000) == 0 {
+            (ts, 999_999)
+        } else {
+            (ts.div_euclid(1000) * 1000, 999)
+        };
         self.conn
             .prepare_cached(
                 "SELECT ts, id FROM messages
@@ -575,7 +582,7 @@ impl Writer {
                   LIMIT 1",
             )?
             .query_row(
-                params![channel_id, start, start + 999, message.nick, message.text],
+                params![channel_id, start, start + width, message.nick, message.text],
                 |row| Ok((row.get(0)?, row.get(1)?)),
             )
             .optional()
@@ -705,7 +712,7 @@ impl Writer {
             (Origin::Heard, ..) => self.heard_copy(channel_id, message)?,
             (_, Some(msgid), _) => self.with_msgid(channel_id, msgid)?,
             (Origin::Replayed, None, Some(time)) => {
-                self.copy_in_millisecond(channel_id, time.timestamp_micros(), message)?
+                self.copy_at_same_time(channel_id, time.timestamp_micros(), message)?
             }
             _ => None,
         };
