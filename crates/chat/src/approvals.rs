@@ -615,6 +615,7 @@ fn one_line(text: &str, max: usize) -> String {
 /// `yes <id>` / `no <id>` (also `y`/`n`, any case, nothing else on the line
 /// but the punctuation people end a sentence with).
 fn parse_reply(text: &str) -> Option<(Behavior, String)> {
+    let text = crate::text::without_formatting(text);
     let mut words = text.split_whitespace();
     let verdict = words.next()?.to_ascii_lowercase();
     let id = words
@@ -650,6 +651,10 @@ mod tests {
         assert_eq!(
             parse_reply("yes abcde."),
             Some((Behavior::Allow, "abcde".into()))
+        );
+        assert_eq!(
+            parse_reply("\u{2}no\u{2} \u{3}04abcde\u{3}"),
+            Some((Behavior::Deny, "abcde".into()))
         );
         for not_a_reply in ["yes", "yes abcde please", "sure abcde", "", "no"] {
             assert_eq!(parse_reply(not_a_reply), None, "{not_a_reply}");

@@ -73,6 +73,49 @@ pub(crate) fn heard_line(text: String) -> String {
     }
 }
 
+/// `text` without IRC's formatting codes (bold, italics, underline,
+/// strikethrough, monospace, reverse, reset, and colours with their
+/// numbers), for matching what it says: an approval reply in colour is
+/// still that reply. What is stored keeps them.
+pub(crate) fn without_formatting(text: &str) -> std::borrow::Cow<'_, str> {
+    const TOGGLES: [char; 7] = [
+        '\u{2}', '\u{1d}', '\u{1f}', '\u{1e}', '\u{11}', '\u{16}', '\u{f}',
+    ];
+    if !text.contains(|c| TOGGLES.contains(&c) || c == '\u{3}' || c == '\u{4}') {
+        return text.into();
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        // A colour's number: up to `digits` characters of `is_digit`,
+        // then optionally a comma and a background the same way.
+        let mut skip_colour = |digits: usize, is_digit: fn(&char) -> bool| {
+            let take = |chars: &mut std::iter::Peekable<std::str::Chars<'_>>| {
+                let mut n = 0;
+                while n < digits && chars.next_if(is_digit).is_some() {
+                    n += 1;
+                }
+                n
+            };
+            if take(&mut chars) > 0 && chars.peek() == Some(&',') {
+                let mut ahead = chars.clone();
+                ahead.next();
+                if ahead.peek().is_some_and(is_digit) {
+                    chars.next();
+                    take(&mut chars);
+                }
+            }
+        };
+        match c {
+            '\u{3}' => skip_colour(2, |c| c.is_ascii_digit()),
+            '\u{4}' => skip_colour(6, |c| c.is_ascii_hexdigit()),
+            c if TOGGLES.contains(&c) => {}
+            c => out.push(c),
+        }
+    }
+    out.into()
+}
+
 /// Splits one line into pieces of at most `budget` bytes each: at the last
 /// whitespace that fits, else at the last UTF-8 boundary that fits.
 ///
@@ -114,6 +157,21 @@ pub(crate) fn split_to_fit(line: &str, budget: usize) -> Vec<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn formatting_codes_are_left_out_for_matching() {
+        for (text, plain) in [
+            ("\u{3}04alice\u{3}, look", "alice, look"),
+            ("\u{3}4,12yes r2\u{f}", "yes r2"),
+            ("\u{2}yes\u{2} r8", "yes r8"),
+            ("\u{4}ff0000alice\u{4}", "alice"),
+            ("\u{3}12,alice", ",alice"),
+            ("\u{3},5 x", ",5 x"),
+            ("1,2 plain", "1,2 plain"),
+        ] {
+            assert_eq!(without_formatting(text), plain, "{text:?}");
+        }
+    }
 
     #[test]
     fn lines_split_on_every_line_break_and_skip_blank_ones() {
