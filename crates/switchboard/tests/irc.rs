@@ -882,6 +882,18 @@ async fn a_server_restart_loses_no_acknowledged_message(kind: ServerKind) {
             acknowledged
         })
     };
+    // Members are unknown while the connection is down, and said so.
+    let members = eventually(Duration::from_secs(10), "an outage noticed", || async {
+        let listed = call(&bridge.client, "get_members", json!({"channel": "#ops"})).await;
+        let said = text(&listed);
+        if is_error(&listed) && said.contains("unknown while the IRC connection is") {
+            Ok(said)
+        } else {
+            Err(said)
+        }
+    })
+    .await;
+    assert!(members.contains("#ops"), "{members}");
     tokio::time::sleep(Duration::from_secs(2)).await;
     server.restart().await;
     let acknowledged = during.await.unwrap();

@@ -1236,9 +1236,17 @@ impl ChatBackend for IrcBackend {
                 .expect("membership lock")
                 .members(channel.key())
                 .ok_or_else(|| {
-                    ChatError::Network(format!(
-                        "switchboard is not in {channel}; send_message or create_channel joins it"
-                    ))
+                    // Membership is known only while connected: an outage
+                    // is not a channel switchboard left.
+                    ChatError::Network(match self.inner.observer.status() {
+                        Status::Registered { .. } => format!(
+                            "switchboard is not in {channel}; send_message or create_channel joins it"
+                        ),
+                        _ => format!(
+                            "the members of {channel} are unknown while the IRC connection is {}; try again shortly",
+                            self.inner.describe_observer()
+                        ),
+                    })
                 })?;
             let map = self.inner.observer.info().rules.casemapping;
             let observer = match self.inner.observer.status() {
