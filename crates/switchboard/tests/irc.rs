@@ -1130,6 +1130,11 @@ mod sasl {
         let channels = call(&bridge.client, "list_channels", json!({})).await;
         assert!(is_error(&channels), "{}", text(&channels));
         assert!(text(&channels).contains(&refused), "{}", text(&channels));
+        assert!(
+            text(&channels).ends_with("fix it and restart switchboard"),
+            "{}",
+            text(&channels)
+        );
         let log = bridge.log();
         assert!(
             log.lines()

@@ -784,6 +784,18 @@ impl Inner {
         in_use(&connection)
     }
 
+    /// What to do while the observer is not registered: wait for a
+    /// connection that is coming back, or restart after one that failed for
+    /// good (a refused SASL login is tried once).
+    fn until_connected(&self) -> &'static str {
+        match self.observer.status() {
+            Status::Failed(_) => {
+                "switchboard does not reconnect after that: fix it and restart switchboard"
+            }
+            _ => "try again shortly",
+        }
+    }
+
     fn describe_observer(&self) -> String {
         match self.observer.status() {
             Status::Registered { .. } => "connected".into(),
@@ -1210,8 +1222,9 @@ impl ChatBackend for IrcBackend {
         async move {
             if !matches!(self.inner.observer.status(), Status::Registered { .. }) {
                 return Err(ChatError::Network(format!(
-                    "the IRC connection is {}; try again shortly",
-                    self.inner.describe_observer()
+                    "the IRC connection is {}; {}",
+                    self.inner.describe_observer(),
+                    self.inner.until_connected()
                 )));
             }
             Ok(self
@@ -1243,8 +1256,9 @@ impl ChatBackend for IrcBackend {
                             "switchboard is not in {channel}; send_message or create_channel joins it"
                         ),
                         _ => format!(
-                            "the members of {channel} are unknown while the IRC connection is {}; try again shortly",
-                            self.inner.describe_observer()
+                            "the members of {channel} are unknown while the IRC connection is {}; {}",
+                            self.inner.describe_observer(),
+                            self.inner.until_connected()
                         ),
                     })
                 })?;
