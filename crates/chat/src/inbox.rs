@@ -18,6 +18,7 @@ use std::{
 use crate::{
     history::{History, HistoryError, Message, SenderKind},
     names::{CaseMapping, Nick},
+    text::without_formatting,
 };
 
 /// Mentions fetched from the index per look; the rest wait for the next.
@@ -169,11 +170,11 @@ impl Inbox {
 
     /// Whether a new message belongs in `me`'s inbox.
     pub(crate) fn concerns(&self, me: &Nick, map: CaseMapping, message: &Message) -> bool {
-        self.concerns_folded(me, message, &map.fold(&message.text))
+        self.concerns_folded(me, message, &for_mentions(&message.text, map))
     }
 
-    /// [`Inbox::concerns`], with the message's text case-folded by the
-    /// caller (once for many identities).
+    /// [`Inbox::concerns`], with the message's text made ready by
+    /// [`for_mentions`] by the caller (once for many identities).
     pub(crate) fn concerns_folded(&self, me: &Nick, message: &Message, folded: &str) -> bool {
         if message.nick_key == me.key() || !self.is_unread(me, message) {
             return false;
@@ -255,10 +256,16 @@ fn nick_char(c: char) -> bool {
 /// Whether `text` names `nick_key` (a folded nick) as a whole word
 /// (`alice: look`, `@ALICE please`; not `malice`, `alice-2`, `[alice]`).
 pub(crate) fn mentions(text: &str, nick_key: &str, map: CaseMapping) -> bool {
-    names_in(&map.fold(text), nick_key)
+    names_in(&for_mentions(text, map), nick_key)
 }
 
-/// [`mentions`] on a text already case-folded.
+/// `text` as [`names_in`] reads it: without IRC formatting (a nick in
+/// colour, `\x0304alice`, is still named), case-folded.
+pub(crate) fn for_mentions(text: &str, map: CaseMapping) -> String {
+    map.fold(&without_formatting(text))
+}
+
+/// [`mentions`] on a text made ready by [`for_mentions`].
 pub(crate) fn names_in(folded: &str, nick_key: &str) -> bool {
     if nick_key.is_empty() {
         return false;
@@ -398,5 +405,8 @@ mod tests {
         assert!(mentions("alice-2 and alice", "alice", map));
         assert!(!mentions("", "alice", map));
         assert!(mentions("ünïcode alice", "alice", map));
+        assert!(mentions("\u{3}04,01alice\u{f}: look", "alice", map));
+        assert!(mentions("\u{2}@Alice\u{2} please", "alice", map));
+        assert!(!mentions("\u{3}04malice", "alice", map));
     }
 }

@@ -29,7 +29,7 @@ use crate::{
     approvals::Approvals,
     backend::ChatBackend,
     history::{History, Message, SenderKind, iso},
-    inbox::{Inbox, names_in},
+    inbox::{Inbox, for_mentions, names_in},
     names::Nick,
 };
 
@@ -173,7 +173,7 @@ impl Pusher {
         // The channel's members but switchboard's own (IRC's observer), folded.
         let mut members: Option<Vec<String>> = None;
         // Fold the text and share the message once for every subscriber.
-        let folded = rules.casemapping.fold(&message.text);
+        let folded = for_mentions(&message.text, rules.casemapping);
         let mut shared: Option<Arc<Message>> = None;
         let subscribers: Vec<(Nick, mpsc::Sender<Pushed>)> = {
             let mut subs = self.subscribers.lock().expect("subscribers lock");

@@ -443,6 +443,7 @@ impl OpenSpec {
         conn.execute_batch(&format!(
             "PRAGMA synchronous = {sync}; PRAGMA temp_store = MEMORY;"
         ))?;
+        schema::add_searchable(&conn)?;
         Ok(conn)
     }
 }
@@ -1283,7 +1284,7 @@ fn search_in(
             "CREATE VIRTUAL TABLE IF NOT EXISTS temp.unindexed USING fts5(text, tokenize = '{}');
              DELETE FROM temp.unindexed;
              INSERT INTO temp.unindexed (rowid, text)
-               SELECT m.id, m.text FROM messages m
+               SELECT m.id, searchable(m.text) FROM messages m
                 WHERE m.id > (SELECT indexed_through FROM search_progress)
                   AND NOT EXISTS (SELECT 1 FROM messages_fts_docsize d WHERE d.id = m.id);",
             schema::TOKENIZER
@@ -2037,6 +2038,36 @@ pub(crate) mod tests {
         texts.sort_unstable();
         assert_eq!(texts, ["deploying build 3", "deploying build 69"]);
         assert!(fully_indexed(&history));
+        history.close();
+    }
+
+    #[test]
+    fn words_in_irc_colours_or_bold_are_found() {
+        let rt = runtime();
+        let history = History::open(&Location::Memory, Durability::Full).unwrap();
+        let texts = [
+            "\u{3}04alice\u{3}: look",
+            "\u{2}deploy\u{2} now",
+            "plain line",
+        ];
+        let mut newest = 0;
+        for text in texts {
+            let stored = rt.block_on(history.append(vec![msg("#a", "bob", text)]));
+            newest = stored.unwrap()[0].id;
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !fully_indexed(&history) {
+            assert!(Instant::now() < deadline, "not indexed after 5 s idle");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let candidates = history.candidates("\"alice\"", 0, newest, 10).unwrap();
+        assert_eq!(candidates.len(), 1);
+        assert_eq!(candidates[0].text, texts[0], "stored as sent");
+        let found = rt
+            .block_on(history.search("deploy".into(), None, 10))
+            .unwrap();
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].text, texts[1]);
         history.close();
     }
 

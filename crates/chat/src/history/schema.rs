@@ -19,6 +19,25 @@ pub(super) const VERSION: i64 = 2;
 /// for any other index that must match the same way.
 pub(super) const TOKENIZER: &str = "porter unicode61 remove_diacritics 2";
 
+/// Adds `searchable(text)` to `conn`: what the indexes hold of a message's
+/// text, which is that text without IRC formatting. The tokenizer reads a
+/// colour code's digits as part of the word after it (`\x0304alice` as
+/// `04alice`), so neither a search nor a mention scan would find `alice`.
+pub(super) fn add_searchable(conn: &Connection) -> rusqlite::Result<()> {
+    use rusqlite::functions::FunctionFlags;
+    conn.create_scalar_function(
+        "searchable",
+        1,
+        FunctionFlags::SQLITE_UTF8
+            | FunctionFlags::SQLITE_DETERMINISTIC
+            | FunctionFlags::SQLITE_INNOCUOUS,
+        |ctx| {
+            let text = ctx.get_raw(0).as_str().map_err(rusqlite::Error::from)?;
+            Ok(crate::text::without_formatting(text).into_owned())
+        },
+    )
+}
+
 /// Brings the database at `path` (for messages) to [`VERSION`].
 pub(super) fn migrate(conn: &Connection, path: &str, wal: bool) -> Result<(), HistoryError> {
     // Before WAL mode, which would change the file.

@@ -464,7 +464,7 @@ impl Writer {
         self.conn
             .prepare_cached(
                 "INSERT INTO messages_fts (rowid, text)
-                 SELECT m.id, m.text FROM messages m
+                 SELECT m.id, searchable(m.text) FROM messages m
                   WHERE m.id > (SELECT indexed_through FROM search_progress)
                     AND NOT EXISTS (SELECT 1 FROM messages_fts_docsize d WHERE d.id = m.id)
                   ORDER BY m.id",
