@@ -71,12 +71,8 @@ pub struct Config {
 
 impl Config {
     /// The sections of `other` that differ from this config's, HTTP tokens
-    /// aside: what a reload cannot apply in place. Sections are compared
-    /// as they print, since not every section's type can be compared.
+    /// aside: what a reload cannot apply in place.
     pub fn changed_besides_tokens(&self, other: &Config) -> Vec<&'static str> {
-        fn same<T: std::fmt::Debug>(a: &T, b: &T) -> bool {
-            format!("{a:?}") == format!("{b:?}")
-        }
         let without_tokens = |http: &HttpConfig| HttpConfig {
             tokens: Vec::new(),
             ..http.clone()
@@ -85,18 +81,18 @@ impl Config {
             ("instructions", self.instructions == other.instructions),
             ("data_dir", self.data_dir == other.data_dir),
             ("ephemeral", self.ephemeral == other.ephemeral),
-            ("[log]", same(&self.log, &other.log)),
+            ("[log]", self.log == other.log),
             (
                 "[http] (besides tokens)",
-                same(&without_tokens(&self.http), &without_tokens(&other.http)),
+                without_tokens(&self.http) == without_tokens(&other.http),
             ),
-            ("[socket]", same(&self.socket, &other.socket)),
-            ("[chat]", same(&self.chat, &other.chat)),
-            ("[docs]", same(&self.docs, &other.docs)),
-            ("[[catalog]]", same(&self.catalog, &other.catalog)),
-            ("[[templates]]", same(&self.templates, &other.templates)),
-            ("[commands]", same(&self.commands, &other.commands)),
-            ("[[prompts]]", same(&self.prompts, &other.prompts)),
+            ("[socket]", self.socket == other.socket),
+            ("[chat]", self.chat == other.chat),
+            ("[docs]", self.docs == other.docs),
+            ("[[catalog]]", self.catalog == other.catalog),
+            ("[[templates]]", self.templates == other.templates),
+            ("[commands]", self.commands == other.commands),
+            ("[[prompts]]", self.prompts == other.prompts),
         ];
         sections
             .into_iter()
@@ -1209,6 +1205,30 @@ mod tests {
         ] {
             assert!(server_problem(bad).is_some(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_reload_names_the_sections_that_changed_besides_tokens() {
+        let config = |secret_env: &str, timeout_s: u32, nick: &str| {
+            Config::from_toml(&format!(
+                "[[http.tokens]]\nname = \"ci\"\nsecret_env = \"{secret_env}\"\n\
+                 [chat.irc]\nnick = \"{nick}\"\n\
+                 [commands]\nprogram = \"tool\"\ntimeout_s = {timeout_s}\n\
+                 env = {{ B = \"2\", A = \"1\" }}\n"
+            ))
+            .unwrap()
+        };
+        let running = config("CI_TOKEN", 30, "sb");
+        assert!(running.changed_besides_tokens(&running.clone()).is_empty());
+        assert!(
+            running
+                .changed_besides_tokens(&config("OTHER_TOKEN", 30, "sb"))
+                .is_empty()
+        );
+        assert_eq!(
+            running.changed_besides_tokens(&config("OTHER_TOKEN", 60, "sb2")),
+            ["[chat]", "[commands]"]
+        );
     }
 
     #[test]

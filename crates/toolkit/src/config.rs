@@ -23,7 +23,7 @@ use crate::{CatalogTools, CommandTools, PromptTools, TemplateTools};
 ///
 /// switchboard's own config struct can carry the three fields under the same
 /// names; this struct exists so that a profile can be checked on its own.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ToolkitConfig {
     /// Static list tools (`[[catalog]]`).
@@ -73,7 +73,7 @@ impl ToolkitConfig {
 }
 
 /// One static list tool, e.g. `list_packages`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CatalogConfig {
     /// The tool's name, e.g. `list_packages`.
@@ -91,7 +91,7 @@ pub struct CatalogConfig {
 }
 
 /// One entry of a catalog.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CatalogEntry {
     /// The package or thing's exact name, e.g. `@imqueue/rpc`.
@@ -107,7 +107,7 @@ pub struct CatalogEntry {
 }
 
 /// One scaffolding tool rendered from a minijinja template.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TemplateConfig {
     /// The tool's name, e.g. `scaffold_service`.
@@ -134,7 +134,7 @@ pub struct TemplateConfig {
 }
 
 /// The bridge to one local CLI: the program and the actions agents may run.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CommandsConfig {
     /// The program every `run` action starts: a name looked up on the
@@ -193,7 +193,7 @@ pub enum ActionKind {
 /// The fields after `switch` and `cases` are defaults for every case; a case
 /// may override them. Without `switch` there is exactly one case: the action
 /// itself.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ActionConfig {
     /// The tool's name, e.g. `fleet`.
@@ -256,7 +256,7 @@ pub struct ActionConfig {
 
 /// Settings for one value of an action's `switch` parameter; absent fields
 /// take the action's.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CaseConfig {
     /// Replaces the action's `argv` for this case.

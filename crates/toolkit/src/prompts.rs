@@ -10,7 +10,7 @@ use switchboard_toolset::{GetPromptResult, JsonObject, Prompt, PromptSource};
 use crate::config::ConfigError;
 
 /// One `[[prompts]]` section.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PromptConfig {
     /// The prompt's name, e.g. `author_service`.
@@ -28,7 +28,7 @@ pub struct PromptConfig {
 }
 
 /// One argument of a prompt.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PromptArgumentConfig {
     pub name: String,
