@@ -30,6 +30,9 @@ impl Claim {
     }
 }
 
+/// A claim's `until` that never lapses: it holds while its holder runs.
+pub(crate) const WHILE_IT_RUNS: i64 = i64::MAX;
+
 /// This process's id, which its claims carry.
 pub(crate) fn this_process() -> u32 {
     std::process::id()

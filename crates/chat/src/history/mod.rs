@@ -71,7 +71,7 @@ mod tail;
 mod writer;
 
 pub use backup::{Backup, BackupError, backup_file};
-pub(crate) use claims::{Claim, this_process};
+pub(crate) use claims::{Claim, WHILE_IT_RUNS, this_process};
 pub use cursors::CursorView;
 use cursors::{Change, Cursors};
 use writer::{Op, Writer};

@@ -42,7 +42,8 @@ use super::{
 use crate::{
     backend::{ChatBackend, ChatError, Delivery, Member},
     history::{
-        AGENT_MARK, History, Message, NewMessage, Origin, SenderKind, Unstored, this_process,
+        AGENT_MARK, History, Message, NewMessage, Origin, SenderKind, Unstored, WHILE_IT_RUNS,
+        this_process,
     },
     names::{Channel, NameRules, Nick},
 };
@@ -526,12 +527,9 @@ async fn hold_observer_nick(inner: std::sync::Weak<Inner>) {
                 let _ = inner.history.claim(&observer_claim(&old), now, None).await;
             }
             if let Some(key) = &now_key {
-                // Held for as long as this process runs: a claim lapses
-                // when its holder exits.
-                let forever = now + 100 * 365 * 24 * 3600 * 1_000_000;
                 match inner
                     .history
-                    .claim(&observer_claim(key), forever, None)
+                    .claim(&observer_claim(key), WHILE_IT_RUNS, None)
                     .await
                 {
                     Ok(_) => held = now_key.clone(),
