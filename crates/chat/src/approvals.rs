@@ -24,7 +24,7 @@
 //! claims (the web view lists every pending request).
 
 use std::{
-    collections::HashMap,
+    collections::{HashMap, HashSet},
     sync::{Arc, Mutex, Weak},
     time::Duration,
 };
@@ -488,8 +488,8 @@ impl Approvals {
     pub(crate) fn pending(&self) -> Vec<Pending> {
         let timeout = self.settings.timeout;
         let now = Utc::now().timestamp_micros();
-        let mut pending: Vec<(i64, Pending)> = self
-            .requests()
+        let requests = self.requests();
+        let mut pending: Vec<(i64, Pending)> = requests
             .iter()
             .filter(|(_, r)| r.pending(timeout))
             .map(|(id, r)| {
@@ -504,6 +504,8 @@ impl Approvals {
                 (r.asked_at, pending)
             })
             .collect();
+        let own: HashSet<String> = requests.keys().cloned().collect();
+        drop(requests);
         let held = self.history.claims("approval:").unwrap_or_else(|e| {
             tracing::warn!(error = %e, "cannot read other processes' approval requests");
             Vec::new()
@@ -512,7 +514,7 @@ impl Approvals {
             let Some(id) = claim.key.strip_prefix("approval:") else {
                 continue;
             };
-            if self.requests().contains_key(id) {
+            if own.contains(id) {
                 continue;
             }
             let Some(asked) = claim
