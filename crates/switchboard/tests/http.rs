@@ -344,7 +344,10 @@ async fn an_idle_legacy_sse_session_expires_and_its_id_then_answers_404() {
 
 /// Reads what the server sends on `stream` until it closes the connection,
 /// bounded by `within`; `None` if it is still open then.
-async fn read_until_closed(stream: &mut tokio::net::TcpStream, within: Duration) -> Option<String> {
+async fn read_until_closed(
+    stream: &mut (impl tokio::io::AsyncRead + Unpin),
+    within: Duration,
+) -> Option<String> {
     use tokio::io::AsyncReadExt;
     let mut received = Vec::new();
     let read = tokio::time::timeout(within, stream.read_to_end(&mut received)).await;
@@ -392,6 +395,24 @@ async fn stalled_requests_are_cut_off_without_holding_the_server() {
         .await
         .unwrap();
 
+    // A body that trickles in, a byte every 10 seconds: never idle for
+    // long, but never done either.
+    let (mut trickle_reply, mut trickle) = connect().await.unwrap().into_split();
+    trickle
+        .write_all(
+            format!("POST /mcp HTTP/1.1\r\n{host}Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: 100\r\n\r\n").as_bytes(),
+        )
+        .await
+        .unwrap();
+    let dripping = tokio::spawn(async move {
+        for _ in 0..9 {
+            if trickle.write_all(b" ").await.is_err() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_secs(10)).await;
+        }
+    });
+
     // Meanwhile the server answers everyone else.
     let client = http_client(&server.url("/mcp"), ProtocolVersion::V_2025_06_18).await;
     let listed = call(&client, "list_channels", json!({})).await;
@@ -410,6 +431,16 @@ async fn stalled_requests_are_cut_off_without_holding_the_server() {
         body_reply.contains("cannot read the request body"),
         "{body_reply}"
     );
+    // The trickle is cut off at the documented 60 seconds for a whole body.
+    let trickle_reply = read_until_closed(&mut trickle_reply, Duration::from_secs(40))
+        .await
+        .expect("a body trickling in was let take longer than 60 s");
+    assert!(trickle_reply.starts_with("HTTP/1.1 400"), "{trickle_reply}");
+    assert!(
+        trickle_reply.contains("took longer than 60 s"),
+        "{trickle_reply}"
+    );
+    dripping.abort();
 }
 
 /// A legacy SSE client that POSTs and never reads its stream: past 64

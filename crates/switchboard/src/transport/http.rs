@@ -90,6 +90,7 @@ pub fn router(
     app.layer(DefaultBodyLimit::max(MAX_MESSAGE_BYTES))
         .layer(middleware::from_fn(refuse_announced_oversize))
         .layer(RequestBodyTimeoutLayer::new(BODY_IDLE_TIMEOUT))
+        .layer(middleware::from_fn(body_deadline))
         .layer(middleware::from_fn_with_state(guard, guard::enforce))
 }
 
@@ -145,6 +146,52 @@ pub fn busy(message: &str) -> Response {
         .headers_mut()
         .insert(header::RETRY_AFTER, http::HeaderValue::from_static("5"));
     response
+}
+
+/// Gives a request's body [`BODY_TOTAL_TIMEOUT`] from the end of its
+/// headers: a body that trickles in a byte at a time, never pausing long
+/// enough for [`BODY_IDLE_TIMEOUT`], would otherwise hold its place (and at
+/// `/mcp` one of `http.max_streams`) for as long as it likes.
+async fn body_deadline(request: Request, next: Next) -> Response {
+    let deadline = Box::pin(tokio::time::sleep(BODY_TOTAL_TIMEOUT));
+    next.run(request.map(|body| Body::new(Deadline { body, deadline })))
+        .await
+}
+
+/// A request body that fails once its deadline passes.
+struct Deadline {
+    body: Body,
+    deadline: std::pin::Pin<Box<tokio::time::Sleep>>,
+}
+
+impl http_body::Body for Deadline {
+    type Data = bytes::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        if self.deadline.as_mut().poll(cx).is_ready() {
+            let late = std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!(
+                    "the body took longer than {} s to arrive",
+                    BODY_TOTAL_TIMEOUT.as_secs()
+                ),
+            );
+            return std::task::Poll::Ready(Some(Err(axum::Error::new(late))));
+        }
+        std::pin::Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
 }
 
 /// A response body that holds a permit until it is done or dropped.
@@ -264,6 +311,10 @@ const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a request body may pause between two pieces before the request
 /// is answered `400` and its connection closed.
 const BODY_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long a whole request body may take to arrive (16 MiB at 280 KB/s)
+/// before the request is answered `400` and its connection closed.
+const BODY_TOTAL_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// How long responses already under way get to finish once the transports
 /// stop (the drain before that waited for calls); then every connection is
