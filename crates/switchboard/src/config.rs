@@ -151,8 +151,9 @@ pub struct HttpConfig {
     /// (a POST from the client, a reply or notification to it) before it is
     /// closed; 0 never closes one.
     pub sse_idle_timeout_s: u64,
-    /// Most Streamable HTTP exchanges at `/mcp` in progress at once (each
-    /// from its request until its response, JSON or event stream, is done).
+    /// Most requests to `/mcp` and the web view in progress at once (each
+    /// from its arrival until its response, JSON or event stream, is done:
+    /// an open page's live stream holds one).
     pub max_streams: usize,
     /// Serve the web view at `/` (with chat on).
     pub web: bool,

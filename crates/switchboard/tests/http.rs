@@ -309,6 +309,50 @@ async fn streamable_http_requests_beyond_the_cap_get_503_until_one_finishes() {
     assert_eq!(served.status(), 200);
 }
 
+/// Open pages' live streams take places from `http.max_streams` too: a
+/// flood of them cannot grow the daemon without bound.
+#[tokio::test]
+async fn web_streams_beyond_the_cap_get_503_until_a_page_closes() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = server_with_http_settings(dir.path(), "max_streams = 2\n").await;
+    let http = reqwest::Client::new();
+    let open = || http.get(server.url("/api/stream")).send();
+    let first = open().await.unwrap();
+    let second = open().await.unwrap();
+    assert_eq!(first.status(), 200);
+    assert_eq!(second.status(), 200);
+    let refused = open().await.unwrap();
+    assert_eq!(refused.status(), 503);
+    assert!(refused.headers().contains_key("retry-after"));
+    assert!(
+        refused.text().await.unwrap().contains("http.max_streams"),
+        "the refusal names the key"
+    );
+    let mcp = http
+        .post(server.url("/mcp"))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(mcp.status(), 503, "the places are shared with /mcp");
+    drop(first);
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let again = open().await.unwrap();
+        if again.status() == 200 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "a closed page's place was not given back"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    drop(second);
+}
+
 #[tokio::test]
 async fn an_idle_legacy_sse_session_expires_and_its_id_then_answers_404() {
     let dir = tempfile::tempdir().unwrap();

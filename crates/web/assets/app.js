@@ -442,6 +442,13 @@ function startStream(since) {
   source.addEventListener('error', () => {
     document.body.dataset.live = 'false';
     status('Reconnecting…');
+    // A refused stream (the server busy: 503) is not retried by the
+    // browser, as a dropped one is: try again shortly.
+    if (source.readyState === EventSource.CLOSED) {
+      setTimeout(() => {
+        if (state.stream === source) startStream(state.lastId);
+      }, 5000);
+    }
   });
 }
 

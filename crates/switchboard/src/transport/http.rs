@@ -39,7 +39,7 @@ use crate::mcp::McpServer;
 /// How much the HTTP transports take on at once (from `[http]`).
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
-    /// Streamable HTTP exchanges at `/mcp` in progress (`http.max_streams`).
+    /// Requests to `/mcp` and the web view in progress (`http.max_streams`).
     pub max_streams: usize,
     /// Legacy SSE sessions open (`http.max_sse_sessions`).
     pub max_sse_sessions: usize,
@@ -80,12 +80,17 @@ pub fn router(
     let mut app = Router::new()
         .nest_service("/mcp", mcp)
         .layer(middleware::from_fn_with_state(direct, pre_route))
-        .layer(middleware::from_fn_with_state(streams, limit_streams));
+        .layer(middleware::from_fn_with_state(
+            streams.clone(),
+            limit_streams,
+        ));
     if legacy_sse {
         app = app.merge(sse::routes(server, limits, shutdown));
     }
     if let Some(web) = web {
-        app = app.merge(web);
+        // The web view's live streams (`/api/stream`) last as long as a
+        // page is open: they take places like `/mcp`'s event streams.
+        app = app.merge(web.layer(middleware::from_fn_with_state(streams, limit_streams)));
     }
     app.layer(DefaultBodyLimit::max(MAX_MESSAGE_BYTES))
         .layer(middleware::from_fn(refuse_announced_oversize))
@@ -115,19 +120,20 @@ async fn refuse_announced_oversize(request: Request, next: Next) -> Response {
     next.run(request).await
 }
 
-/// Admits a request to `/mcp` while fewer than `http.max_streams` are in
-/// progress, and holds its place until its response body is done (a long
-/// call, or one that reports progress on an event stream, holds it longer);
-/// beyond that, `503`.
+/// Admits a request to `/mcp` or the web view while fewer than
+/// `http.max_streams` are in progress, and holds its place until its
+/// response body is done (a long call, one that reports progress on an
+/// event stream, or an open page's live stream holds it longer); beyond
+/// that, `503`.
 async fn limit_streams(
     State(streams): State<Arc<Semaphore>>,
     request: Request,
     next: Next,
 ) -> Response {
     let Ok(permit) = streams.try_acquire_owned() else {
-        tracing::warn!("refused a Streamable HTTP request: http.max_streams reached");
+        tracing::warn!("refused an HTTP request: http.max_streams reached");
         return busy(
-            "too many Streamable HTTP requests in progress (http.max_streams); try again shortly",
+            "too many HTTP requests and streams in progress (http.max_streams); try again shortly",
         );
     };
     next.run(request).await.map(|body| {
