@@ -21,7 +21,9 @@
 //! ask under the same id, and only it answers replies naming that id; a
 //! reply naming an id nobody holds is answered by the first process to
 //! claim the reply. Other processes read the held ids' details from the
-//! claims (the web view lists every pending request).
+//! claims (the web view lists every pending request). The claims outlive
+//! the process: when the daemon restarts, a session of the same agent takes
+//! over its waiting requests ([`Approvals::adopt`]).
 
 use std::{
     collections::{HashMap, HashSet},
@@ -98,6 +100,10 @@ pub(crate) struct Approvals {
 /// What the claim on a request's id tells the other processes.
 #[derive(Debug, Serialize, Deserialize)]
 struct Claimed {
+    /// The id as the agent's client sent it (absent in older claims: then
+    /// the lowercase id).
+    #[serde(default)]
+    request_id: Option<String>,
     agent: String,
     tool: String,
     description: String,
@@ -143,6 +149,7 @@ impl Request {
     /// this process remembers the request.
     fn claim(&self, timeout: Duration) -> (i64, String) {
         let claimed = Claimed {
+            request_id: Some(self.request_id.clone()),
             agent: self.agent.clone(),
             tool: self.tool.clone(),
             description: self.description.clone(),
@@ -153,6 +160,18 @@ impl Request {
         };
         let data = serde_json::to_string(&claimed).unwrap_or_default();
         (self.asked_at + micros(REMEMBER), data)
+    }
+
+    /// The notice asking people for a verdict on it (`id` in lowercase),
+    /// to be given within `secs`.
+    fn notice(&self, id: &str, secs: u64) -> String {
+        format!(
+            "Approval {id}: {agent} wants to run {tool}: {description} — {preview} — reply \"yes {id}\" or \"no {id}\" (within {secs} s)",
+            agent = self.agent,
+            tool = self.tool,
+            description = self.description,
+            preview = self.preview,
+        )
     }
 }
 
@@ -222,7 +241,7 @@ impl Approvals {
         let agent = session
             .identity()
             .unwrap_or_else(|| session.label().to_owned());
-        let (until, data) = {
+        let ((until, data), text) = {
             let mut requests = self.requests();
             if requests
                 .get(&ask.id)
@@ -246,17 +265,10 @@ impl Approvals {
                 answer: None,
             };
             let claim = request.claim(self.settings.timeout);
+            let text = request.notice(&ask.id, self.settings.timeout.as_secs());
             requests.insert(ask.id.clone(), request);
-            claim
+            (claim, text)
         };
-        let text = format!(
-            "Approval {id}: {agent} wants to run {tool}: {description} — {preview} — reply \"yes {id}\" or \"no {id}\" (within {secs} s)",
-            id = ask.id,
-            tool = ask.tool,
-            description = ask.description,
-            preview = ask.preview,
-            secs = self.settings.timeout.as_secs(),
-        );
         let this = self.clone();
         tokio::spawn(async move {
             match this
@@ -278,6 +290,89 @@ impl Approvals {
             }
             tracing::info!(id = %ask.id, %agent, tool = %ask.tool, "permission request posted");
             this.announce(channel, text).await;
+        });
+    }
+
+    /// Takes over the requests `session`'s agent asked through a process
+    /// that has exited since (this daemon, before a restart) and that are
+    /// neither answered nor expired: the agent's client has reconnected and
+    /// still waits for their verdicts. Each is posted again, with the time
+    /// left to answer it.
+    pub(crate) fn adopt(self: &Arc<Self>, session: &Arc<Session>) {
+        let Some(agent) = session.identity() else {
+            return;
+        };
+        let Some(channel) = self.channel() else {
+            return;
+        };
+        let claims = match self.history.claims(&request_key("")) {
+            Ok(claims) => claims,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the approval requests of earlier processes");
+                return;
+            }
+        };
+        let rules = self.backend.rules();
+        let now = Utc::now().timestamp_micros();
+        let known: HashSet<String> = self.requests().keys().cloned().collect();
+        let orphans: Vec<(String, Claimed)> = claims
+            .into_iter()
+            .filter_map(|claim| {
+                let id = claim.key.strip_prefix(&request_key(""))?.to_owned();
+                // A process with this one's id is an earlier one (ids are
+                // reused): what it held, this one does not know.
+                let lapsed = claim.owner == this_process() || !claim.holds();
+                let asked: Claimed = serde_json::from_str(claim.data.as_deref()?).ok()?;
+                (lapsed
+                    && !known.contains(&id)
+                    && !asked.answered
+                    && asked.expires > now
+                    && rules.fold(&asked.agent) == rules.fold(&agent))
+                .then_some((id, asked))
+            })
+            .collect();
+        if orphans.is_empty() {
+            return;
+        }
+        let (this, session) = (self.clone(), Arc::downgrade(session));
+        tokio::spawn(async move {
+            for (id, asked) in orphans {
+                let left = Duration::from_micros(u64::try_from(asked.expires - now).unwrap_or(0));
+                let ago = Duration::from_micros(u64::try_from(now - asked.asked).unwrap_or(0));
+                let request = Request {
+                    request_id: asked.request_id.unwrap_or_else(|| id.clone()),
+                    session: session.clone(),
+                    agent: asked.agent,
+                    tool: asked.tool,
+                    description: asked.description,
+                    preview: asked.preview,
+                    asked: Instant::now().checked_sub(ago).unwrap_or_else(Instant::now),
+                    asked_at: asked.asked,
+                    answer: None,
+                };
+                let (until, data) = request.claim(this.settings.timeout);
+                if !matches!(
+                    this.history
+                        .claim(&request_key(&id), until, Some(data))
+                        .await,
+                    Ok(true)
+                ) {
+                    continue;
+                }
+                let text = request.notice(&id, left.as_secs());
+                let taken = match this.requests().entry(id.clone()) {
+                    std::collections::hash_map::Entry::Vacant(slot) => {
+                        slot.insert(request);
+                        true
+                    }
+                    // Asked anew meanwhile.
+                    std::collections::hash_map::Entry::Occupied(_) => false,
+                };
+                if taken {
+                    tracing::info!(%id, agent = %agent, "permission request taken over from an earlier process");
+                    this.announce(channel.clone(), text).await;
+                }
+            }
         });
     }
 
@@ -510,7 +605,12 @@ impl Approvals {
             tracing::warn!(error = %e, "cannot read other processes' approval requests");
             Vec::new()
         });
-        for claim in held {
+        // Other processes' requests; one of this process's id that it does
+        // not know was an earlier process's.
+        for claim in held
+            .into_iter()
+            .filter(|claim| claim.owner != this_process() && claim.holds())
+        {
             let Some(id) = claim.key.strip_prefix("approval:") else {
                 continue;
             };

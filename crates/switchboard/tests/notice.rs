@@ -954,6 +954,79 @@ async fn the_id_of_a_gone_agents_request_can_be_asked_again() {
     daemon.stop().await;
 }
 
+/// A request still waiting when the daemon restarts is taken over by the
+/// new daemon once its agent's shim reconnects: posted again with the time
+/// left, and a person's answer reaches the agent under the id it sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_request_is_answered_after_a_daemon_restart() {
+    let runtime = runtime_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("relay.sock");
+    let data = dir.path().join("data");
+    let file = config(dir.path(), "[chat.approvals]\nchannel = \"#approvals\"\n");
+    let args = ["--config", &file, "--data-dir", data.to_str().unwrap()];
+    let daemon = Daemon::start(&socket, runtime.path(), &args).await;
+    let worker = shim(&socket, runtime.path(), "worker").await;
+    worker
+        .notify(PERMISSION_REQUEST, permission_request("KeepMe"))
+        .await;
+    wait_for_text(&worker, "#approvals", "Approval keepme: worker").await;
+    // Answered before the restart: not taken over.
+    worker
+        .notify(PERMISSION_REQUEST, permission_request("done1"))
+        .await;
+    wait_for_text(&worker, "#approvals", "Approval done1: worker").await;
+    say(&socket, runtime.path(), "#approvals", "ann", "no done1").await;
+    worker.wait_for(PERMISSION, 1, Duration::from_secs(5)).await;
+    daemon.stop().await;
+
+    let daemon = Daemon::start(&socket, runtime.path(), &args).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let again = loop {
+        let texts = channel_texts(&worker, "#approvals").await;
+        let posted: Vec<&String> = texts
+            .iter()
+            .filter(|t| t.starts_with("Approval keepme"))
+            .collect();
+        if posted.len() == 2 {
+            break posted[1].clone();
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "not posted again after the restart: {texts:#?}\ndaemon log:\n{}",
+            daemon.log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(again.contains("worker wants to run Bash"), "{again}");
+    let left: u64 = again
+        .rsplit("(within ")
+        .next()
+        .and_then(|rest| rest.strip_suffix(" s)"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no time left in {again}"));
+    assert!((500..600).contains(&left), "{again}");
+    say(&socket, runtime.path(), "#approvals", "ann", "yes keepme").await;
+    let verdicts = worker.wait_for(PERMISSION, 2, Duration::from_secs(5)).await;
+    assert_eq!(
+        verdicts[1].1["params"],
+        json!({"request_id": "KeepMe", "behavior": "allow"}),
+        "daemon log:\n{}",
+        daemon.log()
+    );
+    wait_for_text(&worker, "#approvals", "keepme allowed by ann").await;
+    let texts = channel_texts(&worker, "#approvals").await;
+    assert_eq!(
+        texts
+            .iter()
+            .filter(|t| t.starts_with("Approval done1"))
+            .count(),
+        1,
+        "an answered request is not posted again: {texts:#?}"
+    );
+    daemon.stop().await;
+}
+
 /// How many texts of `channel` contain `needle`, once nothing more has
 /// come for a while (replies are posted in the background).
 async fn settled_count(client: &RawClient, channel: &str, needle: &str) -> usize {

@@ -67,17 +67,17 @@ impl History {
         rx.await.map_err(|_| HistoryError::Closed)?
     }
 
-    /// The claims whose keys start with `prefix` that still hold.
+    /// The claims whose keys start with `prefix`, held or lapsed (see
+    /// [`Claim::holds`]).
     pub(crate) fn claims(&self, prefix: &str) -> Result<Vec<Claim>, HistoryError> {
-        let all = self.with_reader(|conn| {
+        self.with_reader(|conn| {
             conn.prepare_cached(
                 "SELECT key, owner, until, data FROM claims
                   WHERE substr(key, 1, length(?1)) = ?1 ORDER BY key",
             )?
             .query_map([prefix], claim_row)?
-            .collect::<rusqlite::Result<Vec<Claim>>>()
-        })?;
-        Ok(all.into_iter().filter(Claim::holds).collect())
+            .collect()
+        })
     }
 
     /// The claim on `key`, whether or not it still holds.

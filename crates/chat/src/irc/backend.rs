@@ -699,8 +699,6 @@ impl Confirmations {
 }
 
 impl Inner {
-    /// Who `nick` is: an agent (or person) speaking through one of our
-    /// sender connections, else a human on the network.
     /// Whether `nick_key` is the observer of another process sharing the
     /// history (as its claims said at most [`OBSERVERS_FRESH`] ago).
     fn is_other_observer(&self, nick_key: &str) -> bool {
@@ -715,7 +713,7 @@ impl Inner {
                 });
             cached.1 = held
                 .into_iter()
-                .filter(|claim| claim.owner != this_process())
+                .filter(|claim| claim.owner != this_process() && claim.holds())
                 .filter_map(|claim| {
                     claim
                         .key

@@ -241,9 +241,10 @@ Events are not marked read: read_messages shows everything.",
         if let Some(process) = session.process() {
             session.propose(&nick_for_process(&process.name, process.pid));
         }
-        if self.approvals.is_some() {
+        if let Some(approvals) = &self.approvals {
             // Answers arrive through the dispatcher, pushed or not.
             self.pusher.start();
+            approvals.adopt(session);
         }
         self.pusher.subscribe(session);
     }
