@@ -40,6 +40,9 @@ pub fn run(config: Config, reload: impl Fn() -> Result<Config, ConfigError>) -> 
     let env = env_var;
     logging::init(&config.log.level, config.log.file.as_deref())?;
     raise_open_files_limit();
+    if config.commands.is_some() {
+        hide_from_commands();
+    }
     // Config errors of the toolkit sections surface here, before anything
     // is opened or connected.
     let toolkit = config.build_toolkit()?;
@@ -66,8 +69,6 @@ pub fn run(config: Config, reload: impl Fn() -> Result<Config, ConfigError>) -> 
     result
 }
 
-/// SIGHUP: the tokens of the config as it is now, or the old ones kept when
-/// it does not load.
 /// Raises the soft limit on open files to the hard one. Every HTTP
 /// connection, SSE session and blocked wait holds a descriptor, and the
 /// usual soft limit (1024) is below `http.max_streams`: at it, every client
@@ -97,6 +98,24 @@ fn raise_open_files_limit() {
     }
 }
 
+/// Keeps the commands a profile runs out of this process. They run as
+/// this user, and could otherwise read its environment (the tokens, the
+/// variables `env_allow` does not pass on) in `/proc/<pid>/environ`, or
+/// write to its stdout through `/proc/<pid>/fd/1`. A process that is not
+/// dumpable has those entries owned by root; it also writes no core dumps.
+/// Root's commands are not kept out: run switchboard as its own user.
+fn hide_from_commands() {
+    // SAFETY: prctl(PR_SET_DUMPABLE) takes integers and touches no memory.
+    if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } != 0 {
+        tracing::warn!(
+            error = %std::io::Error::last_os_error(),
+            "cannot keep the commands switchboard runs from reading its environment"
+        );
+    }
+}
+
+/// SIGHUP: the tokens of the config as it is now, or the old ones kept when
+/// it does not load.
 fn reload_tokens(
     running: &Config,
     reload: &dyn Fn() -> Result<Config, ConfigError>,

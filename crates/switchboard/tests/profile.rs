@@ -10,8 +10,8 @@ mod docs_site;
 use std::{os::unix::fs::PermissionsExt, path::PathBuf, time::Duration};
 
 use common::{
-    Client, Daemon, RawClient, Server, call, command, is_error, runtime_dir, stdio_client_with,
-    switchboard, text,
+    Client, Daemon, RawClient, Server, call, command, is_error, runtime_dir, stdio_client_of,
+    stdio_client_with, switchboard, text,
 };
 use docs_site::TestSite;
 use rmcp::model::{GetPromptRequestParams, ProtocolVersion, ReadResourceRequestParams};
@@ -36,14 +36,15 @@ const IMQUEUE_TOOLS: [&str; 13] = [
 ];
 
 /// A fake `imq`: records each call's argv (one argument a line) and answers
-/// the few commands the tests use. `log` starts a grandchild and hangs, for
-/// the timeout test.
+/// the few commands the tests use. `log` starts a grandchild, and one in a
+/// session of its own, and hangs, for the timeout test.
 const FAKE_IMQ: &str = r#"#!/bin/sh
 here=$(cd "$(dirname "$0")" && pwd)
 { for a in "$@"; do printf '%s\n' "$a"; done; printf -- '--end--\n'; } >> "$here/calls.log"
 case "$1 $2" in
   "--version ") echo "4.2.0" ;;
-  "log "*) sleep 300 & echo $! > "$here/grandchild.pid"; wait ;;
+  "log "*) setsid sh -c 'echo $$ > "$0/escapee.pid"; exec sleep 300' "$here" &
+    sleep 300 & echo $! > "$here/grandchild.pid"; wait ;;
   "service create") echo "Plan for $3" ;;
   *) echo "imq $*" ;;
 esac
@@ -352,6 +353,78 @@ async fn a_hung_cli_is_killed_with_its_process_group() {
         wait_gone(pid, Duration::from_secs(5)),
         "grandchild {pid} was left running"
     );
+    let escapee: i32 = std::fs::read_to_string(setup.bin().join("escapee.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        wait_gone(escapee, Duration::from_secs(5)),
+        "the grandchild {escapee} in a session of its own was left running"
+    );
+}
+
+/// A command cannot read switchboard's own environment (its tokens, what
+/// `env_allow` does not pass on) through `/proc`. Nothing keeps root's
+/// commands out, so as root the server runs as `nobody`.
+#[tokio::test]
+async fn a_command_cannot_read_switchboards_environment() {
+    let dir = tempfile::tempdir().unwrap();
+    let open = |path: &std::path::Path, mode: u32| {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    };
+    open(dir.path(), 0o755);
+    let peek = dir.path().join("peek");
+    std::fs::write(
+        &peek,
+        "#!/bin/sh\ntr '\\0' '\\n' < /proc/$PPID/environ || echo unreadable\n",
+    )
+    .unwrap();
+    open(&peek, 0o755);
+    let config = dir.path().join("peek.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[commands]\nprogram = \"{}\"\n[[commands.actions]]\ntool = \"peek\"\ndescription = \"Shows what it can see.\"\n",
+            peek.display()
+        ),
+    )
+    .unwrap();
+    open(&config, 0o644);
+    let args = [
+        "--stdio",
+        "--ephemeral",
+        "--no-http",
+        "--no-socket",
+        "--config",
+        config.to_str().unwrap(),
+    ];
+    let mut cmd = if unsafe { libc::geteuid() } == 0 {
+        let mut cmd = tokio::process::Command::new("setpriv");
+        cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(env!("CARGO_BIN_EXE_switchboard"))
+            .arg("serve");
+        cmd
+    } else {
+        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_switchboard"));
+        cmd.arg("serve");
+        cmd
+    };
+    cmd.args(args)
+        .current_dir(dir.path())
+        .env("SWITCHBOARD_HTTP_TOKEN", "secret-token-not-for-commands")
+        .env("CLOUD_SECRET", "secret-key-not-for-commands")
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true);
+    let client = stdio_client_of(cmd, ProtocolVersion::V_2025_06_18).await;
+    let result = call(&client, "peek", json!({})).await;
+    let output = result.structured_content.as_ref().unwrap()["output"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(output.contains("unreadable"), "{output}");
+    assert!(!output.contains("not-for-commands"), "{output}");
+    client.cancel().await.unwrap();
 }
 
 impl Setup {

@@ -198,6 +198,11 @@ pub async fn stdio_client_with(
         cmd.env(k, v);
     }
     cmd.stderr(Stdio::null());
+    stdio_client_of(cmd, version).await
+}
+
+/// An rmcp client of `cmd`, a `serve --stdio` however it is started.
+pub async fn stdio_client_of(cmd: Command, version: ProtocolVersion) -> Client {
     let transport = TokioChildProcess::new(cmd).expect("spawn switchboard --stdio");
     connect(transport, version).await
 }

@@ -16,6 +16,12 @@
 //!   id — cannot have been reused by an unrelated process in between.
 //! - **Cancellation**: if the call is dropped while the command runs, the
 //!   whole group gets SIGKILL.
+//! - **Escapees**: a process the command started in a session of its own
+//!   (`setsid`, a daemonising CLI) is out of the group. Each run's
+//!   environment carries one more variable, [`RUN_MARK`], naming the run;
+//!   what a timeout or a cancellation signals is the group and every process
+//!   of this user whose environment still carries the run's mark (found in
+//!   `/proc`). A process that clears its environment escapes that too.
 //!
 //! A command that exits normally is not signalled: a CLI that starts
 //! services in the background (`imq ctl start`) keeps them running.
@@ -50,6 +56,13 @@ const AFTER_EXIT: Duration = Duration::from_millis(500);
 /// file just written whose descriptor a process forked at that moment still
 /// holds until it execs.
 const BUSY_WAIT: Duration = Duration::from_secs(1);
+
+/// The variable naming the run in every command's environment, so that
+/// the processes it started can be found however they left its group.
+pub(crate) const RUN_MARK: &str = "SWITCHBOARD_RUN";
+
+/// Numbers this process's runs, for [`RUN_MARK`].
+static RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// One command to run.
 pub(crate) struct Invocation<'a> {
@@ -107,11 +120,17 @@ async fn spawn(command: &mut tokio::process::Command) -> io::Result<tokio::proce
 
 /// Runs `inv` to the end. Fails only when the program cannot be started.
 pub(crate) async fn run(inv: Invocation<'_>) -> io::Result<Finished> {
+    let mark = format!(
+        "{}.{}",
+        std::process::id(),
+        RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    );
     let mut command = tokio::process::Command::new(inv.program);
     command
         .args(inv.args)
         .env_clear()
         .envs(inv.env.iter().map(|(k, v)| (k, v)))
+        .env(RUN_MARK, &mark)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -135,7 +154,10 @@ pub(crate) async fn run(inv: Invocation<'_>) -> io::Result<Finished> {
         .id()
         .and_then(|id| libc::pid_t::try_from(id).ok())
         .ok_or_else(|| io::Error::other("the child has no process id"))?;
-    let mut group = GroupGuard { pgid: pid };
+    let mut group = GroupGuard {
+        pgid: pid,
+        mark: format!("{RUN_MARK}={mark}"),
+    };
     let mut pipes = Pipes {
         stdout: child.stdout.take(),
         stderr: child.stderr.take(),
@@ -206,19 +228,28 @@ pub(crate) fn not_executable(path: &Path) -> String {
     }
 }
 
-/// Kills the process group on drop unless disarmed, so a cancelled call
+/// Kills the run's processes on drop unless disarmed, so a cancelled call
 /// leaves nothing running.
 struct GroupGuard {
     pgid: libc::pid_t,
+    /// `RUN_MARK=<run>`, as it stands in the environment of what it started.
+    mark: String,
 }
 
 impl GroupGuard {
+    /// Sends `signal` to the group and to every process carrying the mark.
     fn signal(&self, signal: libc::c_int) {
         if self.pgid > 0 {
             // SAFETY: killpg has no memory-safety preconditions; ESRCH (the
             // group is already empty) is the only expected error.
             unsafe {
                 libc::killpg(self.pgid, signal);
+            }
+            for pid in marked(&self.mark) {
+                // SAFETY: as above; the pid was just read from /proc.
+                unsafe {
+                    libc::kill(pid, signal);
+                }
             }
         }
     }
@@ -232,6 +263,29 @@ impl Drop for GroupGuard {
     fn drop(&mut self) {
         self.signal(libc::SIGKILL);
     }
+}
+
+/// The processes whose environment holds `mark` (`NAME=value`) as one of
+/// its variables: those this user may read.
+fn marked(mark: &str) -> Vec<libc::pid_t> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let wanted = mark.as_bytes();
+    entries
+        .filter_map(|entry| {
+            entry
+                .ok()?
+                .file_name()
+                .to_str()?
+                .parse::<libc::pid_t>()
+                .ok()
+        })
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .is_ok_and(|env| env.split(|b| *b == 0).any(|var| var == wanted))
+        })
+        .collect()
 }
 
 /// Whether the leader has exited, without reaping it (`WNOWAIT`), so that
@@ -473,6 +527,84 @@ mod tests {
         closer.join().unwrap();
         assert_eq!(finished.ending, Ending::Exited(0));
         assert_eq!(finished.output, "started\n");
+    }
+
+    /// `sh -c <script>` with the usual `PATH`, under `timeout`.
+    fn shell<'a>(
+        script: &'a [String],
+        env: &'a [(String, String)],
+        timeout: Duration,
+    ) -> Invocation<'a> {
+        Invocation {
+            program: Path::new("/bin/sh"),
+            args: script,
+            env,
+            cwd: None,
+            timeout,
+            grace: Duration::from_millis(200),
+            max_output: 1024,
+        }
+    }
+
+    /// The pid written to `file`, once it is there.
+    async fn pid_in(file: &Path) -> libc::pid_t {
+        for _ in 0..500 {
+            if let Some(pid) = std::fs::read_to_string(file)
+                .ok()
+                .and_then(|text| text.trim().parse().ok())
+            {
+                return pid;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("{} was never written", file.display());
+    }
+
+    /// Whether `pid` is gone (or a zombie) within 5 s.
+    async fn ends(pid: libc::pid_t) -> bool {
+        for _ in 0..500 {
+            let state = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|stat| stat.rsplit_once(") ")?.1.chars().next());
+            if state.is_none_or(|s| s == 'Z') {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        false
+    }
+
+    #[tokio::test]
+    async fn a_timeout_or_a_cancel_stops_what_left_the_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = [("PATH".to_owned(), "/usr/bin:/bin".to_owned())];
+        let script = |file: &Path| {
+            [
+                "-c".to_owned(),
+                format!(
+                    "setsid sh -c 'echo $$ > {}; exec sleep 1000' & sleep 1000",
+                    file.display()
+                ),
+            ]
+        };
+        let timed = dir.path().join("timed");
+        let args = script(&timed);
+        let finished = run(shell(&args, &env, Duration::from_millis(500)))
+            .await
+            .unwrap();
+        assert_eq!(finished.ending, Ending::TimedOut);
+        let escapee = pid_in(&timed).await;
+        assert!(ends(escapee).await, "{escapee} outlived the timeout");
+
+        let cancelled = dir.path().join("cancelled");
+        let args = script(&cancelled);
+        let call = tokio::spawn(async move {
+            let _ = run(shell(&args, &env, Duration::from_secs(60))).await;
+        });
+        let escapee = pid_in(&cancelled).await;
+        call.abort();
+        let _ = call.await;
+        assert!(ends(escapee).await, "{escapee} outlived the cancelled call");
     }
 
     #[test]
