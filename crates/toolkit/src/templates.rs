@@ -166,7 +166,7 @@ impl TemplateTools {
     /// every template; `profile_dir` is where template files are found.
     pub fn new(configs: &[TemplateConfig], profile_dir: &Path) -> Result<Self, ConfigError> {
         let mut env = Environment::new();
-        env.set_loader(minijinja::path_loader(profile_dir));
+        env.set_loader(loader(profile_dir));
         env.set_auto_reload(false);
         env.set_auto_escape_callback(|_| AutoEscape::None);
         env.set_undefined_behavior(UndefinedBehavior::Strict);
@@ -332,6 +332,54 @@ impl Toolset for TemplateTools {
     fn call<'a>(&'a self, tool: ToolId, args: JsonObject, _caller: &'a Caller) -> ToolFuture<'a> {
         let (index, spec) = self.tools.get(tool);
         Box::pin(async move { self.render(&spec.name, &self.templates[index], args) })
+    }
+}
+
+/// Loads template files (`file`, `{% include %}`, `{% import %}`) by a
+/// plain relative name, from inside `profile_dir` only. An include's name
+/// may come from an agent's argument, so a symlink leading out of the
+/// directory is refused, and so are dot-files and TOML files (the profile's
+/// own settings, which may hold secrets in `[commands.env]`).
+fn loader(
+    profile_dir: &Path,
+) -> impl Fn(&str) -> Result<Option<String>, minijinja::Error> + Send + Sync + 'static {
+    let root = std::path::absolute(profile_dir).unwrap_or_else(|_| profile_dir.to_owned());
+    move |name| {
+        let refuse = |why: &str| {
+            Err(minijinja::Error::new(
+                ErrorKind::InvalidOperation,
+                format!("cannot load {name}: {why}"),
+            ))
+        };
+        let plain = !name.is_empty()
+            && !name.contains('\\')
+            && name
+                .split('/')
+                .all(|part| !part.is_empty() && !part.starts_with('.'));
+        if !plain {
+            return refuse(
+                "name a template file plainly, relative to the profile directory (no `/` at the start, no part starting with `.`)",
+            );
+        }
+        if Path::new(name)
+            .extension()
+            .is_some_and(|ext| ext.eq_ignore_ascii_case("toml"))
+        {
+            return refuse("templates do not load TOML files, which hold settings");
+        }
+        let real = match root.join(name).canonicalize() {
+            Ok(real) => real,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return refuse(&e.to_string()),
+        };
+        if !root.canonicalize().is_ok_and(|root| real.starts_with(root)) {
+            return refuse("it leads out of the profile directory");
+        }
+        match std::fs::read_to_string(&real) {
+            Ok(text) => Ok(Some(text)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => refuse(&e.to_string()),
+        }
     }
 }
 
@@ -664,6 +712,50 @@ Run: {{ command }}"""
         // What works, and mistakes that depend on the values, start.
         make("source = \"{% include 'fine.j2' %} {{ n + 1 }}\"").unwrap();
         make("source = \"{{ name | int }}\"").unwrap();
+    }
+
+    #[tokio::test]
+    async fn includes_stay_inside_the_profile_directory_and_leave_its_settings() {
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("secret.txt"), "outside secret").unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("parts")).unwrap();
+        std::fs::write(dir.path().join("parts/ok.j2"), "fine part").unwrap();
+        std::os::unix::fs::symlink(
+            outside.path().join("secret.txt"),
+            dir.path().join("parts/link.j2"),
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("p.toml"),
+            "[commands.env]\nTOKEN = \"inside secret\"",
+        )
+        .unwrap();
+        std::fs::write(dir.path().join(".env"), "TOKEN=dot secret").unwrap();
+        let config = r#"
+            [[templates]]
+            tool = "t"
+            description = "T."
+            source = "{% include part %}"
+            input_schema = { properties = { part = { type = "string", default = "parts/ok.j2" } } }
+        "#;
+        let tools = TemplateTools::new(&configs(config), dir.path()).unwrap();
+        assert_eq!(
+            call(&tools, "t", json!({})).await.unwrap().text,
+            "fine part"
+        );
+        for (part, why) in [
+            ("parts/link.j2", "leads out of the profile directory"),
+            ("p.toml", "do not load TOML files"),
+            ("P.TOML", "do not load TOML files"),
+            (".env", "no part starting with `.`"),
+            ("parts/../p.toml", "no part starting with `.`"),
+            ("/etc/passwd", "no `/` at the start"),
+        ] {
+            let err = call(&tools, "t", json!({"part": part})).await.unwrap_err();
+            assert!(err.message().contains(why), "{part}: {err}");
+            assert!(!err.message().contains("secret"), "{part}: {err}");
+        }
     }
 
     #[test]
