@@ -281,13 +281,23 @@ impl Library {
                     _ => false,
                 });
         if !unchanged {
-            let entries = state
+            // A link no source allows fetching would be offered and then
+            // refused by get_doc: it is left out, and the log says so.
+            let (entries, refused): (Vec<Entry>, Vec<Entry>) = state
                 .parsed
                 .iter()
                 .enumerate()
                 .filter_map(|(i, p)| p.as_ref().map(|p| (i, p)))
                 .flat_map(|(i, p)| Entry::all_of(i, &p.doc))
-                .collect();
+                .partition(|entry| self.source_of(&entry.url).is_ok());
+            if let Some(first) = refused.first() {
+                tracing::warn!(
+                    source = self.sources[first.source].source.name,
+                    left_out = refused.len(),
+                    first = first.url,
+                    "docs: links on hosts no source allows are left out of the index; list their hosts in allowed_hosts to offer them"
+                );
+            }
             state.catalog = Arc::new(Catalog {
                 index: Index::build(entries),
             });

@@ -454,6 +454,42 @@ async fn the_index_is_rebuilt_when_the_llms_txt_changes() {
     assert_eq!(site.not_modified(), 1);
 }
 
+/// A link on a host no source allows would be refused by `get_doc`: it is
+/// neither found nor listed.
+#[tokio::test]
+async fn links_on_hosts_not_allowed_are_not_offered() {
+    let site = TestSite::start().await;
+    let tools = tools_from_toml(&format!(
+        "[[sources]]\nname = \"mixed\"\nllms_txt = \"{}\"\nhttp_hosts = [\"127.0.0.1:{}\"]\n",
+        site.url("/t/foreign/llms.txt"),
+        site.port()
+    ));
+    let out = ok(&tools, "search_docs", json!({"query": "page"})).await;
+    let titles: Vec<&str> = out.structured["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["title"].as_str().unwrap())
+        .collect();
+    assert_eq!(titles, ["Local Page"], "{}", out.text);
+    let listed: Vec<String> = tools
+        .list_resources()
+        .await
+        .into_iter()
+        .map(|r| r.uri)
+        .collect();
+    assert!(
+        listed
+            .iter()
+            .all(|uri| !uri.contains("evil.example") && !uri.contains(":1/")),
+        "{listed:?}"
+    );
+    assert!(
+        listed.iter().any(|uri| uri.ends_with("/stable/")),
+        "{listed:?}"
+    );
+}
+
 #[tokio::test]
 async fn broken_sources_are_named_and_do_not_hide_the_good_ones() {
     let site = TestSite::start().await;

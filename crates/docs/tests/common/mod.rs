@@ -267,6 +267,13 @@ async fn serve(
         )
             .into_response(),
         "/t/words/llms.txt" => plain(StatusCode::OK, "Welcome! This site has no index.\n"),
+        "/t/foreign/llms.txt" => plain(
+            StatusCode::OK,
+            format!(
+                "# Mixed\n\n## Docs\n\n- [Local Page]({}/stable/): here\n- [Elsewhere Page](http://evil.example/steal): another host\n- [Other Port Page](http://127.0.0.1:1/x): another port\n",
+                state.base
+            ),
+        ),
         chain if chain.starts_with("/t/chain/") => {
             match chain["/t/chain/".len()..].parse::<u32>() {
                 Ok(n) if n < 5 => redirect(&format!("/t/chain/{}", n + 1)),
