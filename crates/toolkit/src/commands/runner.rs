@@ -418,8 +418,10 @@ impl Tail {
         }
     }
 
-    /// The kept text (lossy UTF-8, never starting mid-character after a cut)
-    /// and the number of bytes dropped.
+    /// The kept text and the number of bytes dropped. Invalid UTF-8 and
+    /// control characters but tab, newline and carriage return are shown as
+    /// U+FFFD; as that takes three bytes, the text's start is cut further
+    /// until it fits `cap`. It never starts mid-character after a cut.
     pub(crate) fn finish(mut self) -> (String, u64) {
         self.trim_to(self.cap);
         if self.dropped > 0 {
@@ -432,8 +434,25 @@ impl Tail {
             self.buf.drain(..partial);
             self.dropped += partial as u64;
         }
+        // Each character as shown, with the bytes of output it stands for.
+        let mut shown: Vec<(char, usize)> = Vec::with_capacity(self.buf.len());
+        for chunk in self.buf.utf8_chunks() {
+            for c in chunk.valid().chars() {
+                let plain = !c.is_control() || matches!(c, '\t' | '\n' | '\r');
+                shown.push((if plain { c } else { '\u{FFFD}' }, c.len_utf8()));
+            }
+            if !chunk.invalid().is_empty() {
+                shown.push(('\u{FFFD}', chunk.invalid().len()));
+            }
+        }
+        let (mut start, mut kept) = (shown.len(), 0);
+        while start > 0 && kept + shown[start - 1].0.len_utf8() <= self.cap {
+            start -= 1;
+            kept += shown[start].0.len_utf8();
+        }
+        self.dropped += shown[..start].iter().map(|(_, n)| *n as u64).sum::<u64>();
         (
-            String::from_utf8_lossy(&self.buf).into_owned(),
+            shown[start..].iter().map(|(c, _)| c).collect(),
             self.dropped,
         )
     }
@@ -478,6 +497,21 @@ mod tests {
         let mut short = Tail::new(100);
         short.push(b"hi");
         assert_eq!(short.finish(), ("hi".to_owned(), 0));
+    }
+
+    #[test]
+    fn binary_output_and_control_characters_stay_within_the_cap() {
+        let mut tail = Tail::new(8);
+        tail.push(&[0xff; 8]);
+        let (text, dropped) = tail.finish();
+        assert_eq!(text, "\u{FFFD}\u{FFFD}");
+        assert_eq!(dropped, 6);
+        let mut tail = Tail::new(100);
+        tail.push(b"a\0b\x1b[1mc\td\r\n");
+        assert_eq!(
+            tail.finish(),
+            ("a\u{FFFD}b\u{FFFD}[1mc\td\r\n".to_owned(), 0)
+        );
     }
 
     #[test]
