@@ -47,6 +47,7 @@ case "$1" in
     sleep 0.3
     echo "THE-END" ;;
   env) env ;;
+  pwd) pwd -P ;;
   exit) echo "failing"; exit 7 ;;
   signal) kill -9 $$ ;;
 esac
@@ -86,6 +87,15 @@ argv = ["echo", "{file}"]
 [actions.input_schema]
 required = ["file"]
 properties.file = { type = "string" }
+
+[[actions]]
+tool = "where"
+description = "Prints where it runs."
+argv = ["pwd"]
+cwd = "{dir}"
+[actions.input_schema]
+required = ["dir"]
+properties.dir = { type = "string" }
 "#;
 
 struct Fake {
@@ -129,6 +139,31 @@ impl Fake {
     fn pid(&self, name: &str) -> i32 {
         read_pid(&self.dir.path().join(name))
     }
+}
+
+/// A relative `cwd` is reported as the directory the command ran in.
+#[tokio::test]
+async fn the_reported_cwd_is_where_the_command_ran() {
+    let f = fake();
+    let sub = f.dir.path().join("sub");
+    std::fs::create_dir(&sub).unwrap();
+    let out = call(
+        &f.tools,
+        "where",
+        json!({"dir": format!("{}/..", sub.display())}),
+    )
+    .await
+    .unwrap();
+    let ran_in = out.structured["output"].as_str().unwrap().trim_end();
+    assert_eq!(out.structured["cwd"], ran_in);
+    assert_eq!(
+        ran_in,
+        f.dir.path().canonicalize().unwrap().display().to_string()
+    );
+    let err = call(&f.tools, "where", json!({"dir": "/definitely/not/here"}))
+        .await
+        .unwrap_err();
+    assert!(err.message().contains("is not a directory"), "{err}");
 }
 
 #[tokio::test]

@@ -353,7 +353,8 @@ impl CommandTools {
     }
 
     /// The directory to run in: `cwd` from the call (relative to the
-    /// configured working directory), else the configured one.
+    /// configured working directory), else the configured one. A `cwd`
+    /// is resolved (`..` and links), as reports show it.
     fn working_dir(&self, cwd: Option<String>) -> Result<Option<PathBuf>, ToolError> {
         let Some(cwd) = cwd else {
             return Ok(self.working_dir.clone());
@@ -362,13 +363,13 @@ impl CommandTools {
             Some(base) => base.join(&cwd),
             None => PathBuf::from(&cwd),
         };
-        if !dir.is_dir() {
-            return Err(ToolError::new(format!(
+        match dir.canonicalize() {
+            Ok(resolved) if resolved.is_dir() => Ok(Some(resolved)),
+            _ => Err(ToolError::new(format!(
                 "cwd: {} is not a directory",
                 dir.display()
-            )));
+            ))),
         }
-        Ok(Some(dir))
     }
 }
 
