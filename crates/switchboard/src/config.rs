@@ -67,6 +67,17 @@ pub struct Config {
     /// directory, else the working directory.
     #[serde(skip)]
     pub base_dir: PathBuf,
+    /// The file merged over a profile, for errors to point into.
+    #[serde(skip)]
+    overlay: Option<Overlay>,
+}
+
+/// A config file merged over a profile: how errors name the two (`over.toml
+/// over --profile imqueue`), and the file's text, to find a key's line in.
+#[derive(Debug, Clone, Default)]
+struct Overlay {
+    origin: String,
+    text: String,
 }
 
 impl Config {
@@ -574,8 +585,25 @@ impl Config {
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Self, ConfigError> {
         let config = Self::layered(args, env)?;
-        config.validate(env)?;
+        config.validate(env).map_err(|e| config.placed(e))?;
         Ok(config)
+    }
+
+    /// `error`, naming the file merged over a profile and the key's line in
+    /// it when the key is set there (as a parse error of the file does).
+    fn placed(&self, error: ConfigError) -> ConfigError {
+        match (error, &self.overlay) {
+            (ConfigError::Invalid { key, problem }, Some(overlay)) => {
+                let place = line_of(&overlay.text, &key)
+                    .map(|n| format!(" (line {n})"))
+                    .unwrap_or_default();
+                ConfigError::Parse {
+                    path: overlay.origin.clone(),
+                    message: format!("{key}{place}: {problem}"),
+                }
+            }
+            (error, _) => error,
+        }
     }
 
     /// Every layer, unchecked beyond parsing: for commands that only need to
@@ -650,10 +678,12 @@ impl Config {
             path: origin.clone(),
             message: e.to_string(),
         })?;
-        toml::from_str(&merged).map_err(|e| ConfigError::Parse {
-            path: origin,
+        let mut config: Self = toml::from_str(&merged).map_err(|e| ConfigError::Parse {
+            path: origin.clone(),
             message: merged_error(&merged, file_text.as_deref(), &e),
-        })
+        })?;
+        config.overlay = file_text.map(|text| Overlay { origin, text });
+        Ok(config)
     }
 
     pub fn from_toml(text: &str) -> Result<Self, String> {
@@ -853,7 +883,7 @@ impl Config {
             prompts: self.prompts.clone(),
         }
         .build(&self.base_dir)
-        .map_err(|e| invalid(e.key(), e.message()))
+        .map_err(|e| self.placed(invalid(e.key(), e.message())))
     }
 
     /// The chat toolset's settings, checked: nicks and channels against the
@@ -1143,6 +1173,56 @@ impl Config {
 /// An error in a profile merged with a config file, told by its key, and by
 /// its line in the file when the line comes from there: the merged
 /// document's own line numbers mean nothing to the user.
+/// The line (from 1) of `text`, a TOML file, that sets `key`
+/// (`commands.actions[1].argv`): the `key = …` line in its table, or the
+/// table's own header; for a key inside a value the file sets whole (an
+/// inline value, an entry of an array of tables), the line that starts
+/// it. A key of a plain table the file only adds to may be the profile's:
+/// no line.
+fn line_of(text: &str, key: &str) -> Option<usize> {
+    // Each array of tables counts its headers, to name them as keys do.
+    let mut arrays: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    let mut table = String::new();
+    let mut best: Option<(usize, usize)> = None;
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim();
+        let (here, whole) =
+            if let Some(name) = line.strip_prefix("[[").and_then(|l| l.split_once("]]")) {
+                let name = name.0.trim().to_owned();
+                let count = arrays.entry(name.clone()).or_default();
+                table = format!("{name}[{count}]");
+                *count += 1;
+                (table.clone(), true)
+            } else if let Some(name) = line.strip_prefix('[').and_then(|l| l.split_once(']')) {
+                table = name.0.trim().to_owned();
+                (table.clone(), false)
+            } else if let Some((name, _)) = line.split_once('=')
+                && !line.starts_with('#')
+            {
+                let name: Vec<&str> = name.trim().split('.').map(str::trim).collect();
+                let name = name.join(".");
+                if table.is_empty() {
+                    (name, true)
+                } else {
+                    (format!("{table}.{name}"), true)
+                }
+            } else {
+                continue;
+            };
+        let exact = here == key;
+        let within = whole
+            && key
+                .strip_prefix(here.as_str())
+                .is_some_and(|rest| rest.starts_with(['.', '[']));
+        // The exact line wins; else the longest key that holds it.
+        let rank = if exact { usize::MAX } else { here.len() };
+        if (exact || within) && best.is_none_or(|(_, r)| rank > r) {
+            best = Some((n + 1, rank));
+        }
+    }
+    best.map(|(n, _)| n)
+}
+
 fn merged_error(merged: &str, file: Option<&str>, e: &toml::de::Error) -> String {
     let message = e.message().trim_end();
     let Some(start) = e.span().map(|span| span.start) else {
@@ -1270,6 +1350,65 @@ mod tests {
             unknown_table.contains("nope (line 1): unknown field `nope`"),
             "{unknown_table}"
         );
+    }
+
+    #[test]
+    fn checks_of_a_file_over_a_profile_name_the_file_and_its_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let error = |text: &str| {
+            let file = dir.path().join("over.toml");
+            std::fs::write(&file, text).unwrap();
+            let args = ServeArgs {
+                profile: Some("imqueue".into()),
+                config: Some(file),
+                ..Default::default()
+            };
+            let config = Config::load(&args, &env_of(&[("HOME", "/home/a")]));
+            match config {
+                Err(e) => e.to_string(),
+                Ok(config) => config.build_toolkit().err().unwrap().to_string(),
+            }
+        };
+        let no_actions = error(
+            "# mine
+[commands]
+actions = []
+",
+        );
+        assert!(
+            no_actions.starts_with("config file ")
+                && no_actions.contains("over.toml over --profile imqueue: commands.actions (line 3): declare at least one action"),
+            "{no_actions}"
+        );
+        let zero = error(
+            "[chat]
+max_text_bytes = 0
+",
+        );
+        assert!(
+            zero.contains("over --profile imqueue: chat.max_text_bytes (line 2): "),
+            "{zero}"
+        );
+    }
+
+    #[test]
+    fn a_keys_line_is_found_where_the_file_sets_it() {
+        let text = "top = 1\n[commands]\ntimeout_s = 2\n[[commands.actions]]\ntool = \"a\"\n[[commands.actions]]\ntool = \"b\"\nargv = [\n  \"{x}\",\n]\n[chat.irc]\nnick = \"n\"\n[http]\ntokens = [{ name = \"t\" }]\n";
+        for (key, line) in [
+            ("top", Some(1)),
+            ("commands.timeout_s", Some(3)),
+            ("commands.actions[0].tool", Some(5)),
+            ("commands.actions[1].tool", Some(7)),
+            ("commands.actions[1].argv[0]", Some(8)),
+            ("commands.actions[1].cwd", Some(6)),
+            ("chat.irc.nick", Some(12)),
+            ("http.tokens[0].secret_env", Some(14)),
+            // A plain table the file adds to may hold the profile's keys.
+            ("commands.program", None),
+            ("docs.sources", None),
+        ] {
+            assert_eq!(line_of(text, key), line, "{key}");
+        }
     }
 
     #[test]
