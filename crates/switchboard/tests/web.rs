@@ -285,6 +285,11 @@ async fn the_api_reads_writes_and_refuses_what_it_must() {
     assert_eq!(page["messages"].as_array().unwrap().len(), 4, "{page}");
 }
 
+/// `text`'s bytes in hex, as an earlier cookie carried the secret.
+fn hex(text: &str) -> String {
+    text.bytes().map(|b| format!("{b:02x}")).collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_token_is_asked_once_and_kept_in_a_strict_cookie() {
     let server = Server::start_with(
@@ -334,6 +339,21 @@ async fn a_token_is_asked_once_and_kept_in_a_strict_cookie() {
     let mcp = client
         .post(server.url("/mcp"))
         .header(header::COOKIE, &pair)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(mcp.status(), 401);
+    // It holds no secret: its value is no bearer token either.
+    let value = pair.split_once('=').unwrap().1;
+    assert!(
+        !pair.contains("open") && !pair.contains(&hex("open sesame")),
+        "{pair}"
+    );
+    let mcp = client
+        .post(server.url("/mcp"))
+        .bearer_auth(value)
         .header(header::CONTENT_TYPE, "application/json")
         .body(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#)
         .send()

@@ -7,6 +7,11 @@
 //! and secret are unchanged keeps its grant (its sessions follow the new
 //! rules, its send budget carries on); one that is gone, or whose secret
 //! changed, has its old grant revoked.
+//!
+//! The web view keeps a token's **web key** in its cookie, not the secret:
+//! a digest of the secret ([`Tokens::web_key`]). It opens the web view's
+//! API ([`Tokens::check_web`]) and nothing else, so whoever reads the
+//! cookie holds no bearer token for `/mcp`.
 
 use std::sync::{Arc, RwLock};
 
@@ -39,6 +44,8 @@ pub struct Tokens {
 
 struct Entry {
     digest: [u8; 32],
+    /// The digest of the token's web key.
+    web_digest: [u8; 32],
     grant: Arc<Grant>,
 }
 
@@ -75,10 +82,54 @@ impl Tokens {
 
     /// The grant of the token `presented`, if it is one of them.
     pub fn check(&self, presented: &str) -> Option<Arc<Grant>> {
-        let digest = digest(presented);
+        self.find(&digest(presented.as_bytes()), |entry| &entry.digest)
+    }
+
+    /// The web key of the token whose secret is `secret`: what the web
+    /// view's cookie carries instead of the secret (64 hex digits).
+    ///
+    /// ```
+    /// use switchboard_toolset::{Rules, TokenSpec, Tokens};
+    ///
+    /// let secret = "s3cret-s3cret-s3cret";
+    /// let tokens = Tokens::new(vec![TokenSpec {
+    ///     name: "alice".into(),
+    ///     secret: secret.into(),
+    ///     rules: Rules::unrestricted(),
+    /// }]);
+    /// let key = Tokens::web_key(secret);
+    /// assert_eq!(key.len(), 64);
+    /// assert_eq!(tokens.check_web(&key).unwrap().name(), "alice");
+    /// // Not a bearer token, and the secret is no web key.
+    /// assert!(tokens.check(&key).is_none());
+    /// assert!(tokens.check_web(secret).is_none());
+    /// ```
+    pub fn web_key(secret: &str) -> String {
+        web_key_bytes(secret)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+
+    /// The grant of the token whose web key ([`Tokens::web_key`]) is
+    /// `presented`, if it is one of them.
+    pub fn check_web(&self, presented: &str) -> Option<Arc<Grant>> {
+        let bytes = presented.as_bytes();
+        if bytes.len() != 64 {
+            return None;
+        }
+        let key = (0..32)
+            .map(|i| u8::from_str_radix(presented.get(2 * i..2 * i + 2)?, 16).ok())
+            .collect::<Option<Vec<u8>>>()?;
+        self.find(&digest(&key), |entry| &entry.web_digest)
+    }
+
+    /// The grant of the entry whose `field` is `wanted`, compared with
+    /// every entry in constant time.
+    fn find(&self, wanted: &[u8; 32], field: impl Fn(&Entry) -> &[u8; 32]) -> Option<Arc<Grant>> {
         let mut found = None;
         for entry in self.entries().iter() {
-            if constant_time_eq(&entry.digest, &digest) {
+            if constant_time_eq(field(entry), wanted) {
                 found = Some(entry.grant.clone());
             }
         }
@@ -91,7 +142,8 @@ impl Tokens {
         let mut reloaded = Reloaded::default();
         let mut entries = Vec::with_capacity(specs.len());
         for spec in specs {
-            let digest = digest(&spec.secret);
+            let digest = digest(spec.secret.as_bytes());
+            let web_digest = self::digest(&web_key_bytes(&spec.secret));
             let kept = old
                 .iter()
                 .find(|e| e.grant.name() == spec.name && constant_time_eq(&e.digest, &digest));
@@ -112,7 +164,11 @@ impl Tokens {
                     Arc::new(Grant::new(spec.name, spec.rules))
                 }
             };
-            entries.push(Entry { digest, grant });
+            entries.push(Entry {
+                digest,
+                web_digest,
+                grant,
+            });
         }
         for entry in old.iter() {
             if !entries.iter().any(|e| Arc::ptr_eq(&e.grant, &entry.grant)) {
@@ -136,8 +192,17 @@ impl Tokens {
     }
 }
 
-fn digest(secret: &str) -> [u8; 32] {
-    Sha256::digest(secret.as_bytes()).into()
+fn digest(bytes: &[u8]) -> [u8; 32] {
+    Sha256::digest(bytes).into()
+}
+
+/// A token's web key: a digest of its secret under a label of its own, so
+/// that it differs from the digest kept to check the secret.
+fn web_key_bytes(secret: &str) -> [u8; 32] {
+    let mut hasher = Sha256::new();
+    hasher.update(b"switchboard web view key\0");
+    hasher.update(secret.as_bytes());
+    hasher.finalize().into()
 }
 
 fn constant_time_eq(a: &[u8; 32], b: &[u8; 32]) -> bool {

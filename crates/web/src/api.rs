@@ -246,7 +246,9 @@ struct Login {
     token: String,
 }
 
-/// Checks the token and keeps it in an HttpOnly, SameSite=Strict cookie.
+/// Checks the token and keeps its web key (not the secret: see
+/// [`switchboard_toolset::Tokens::web_key`]) in an HttpOnly,
+/// SameSite=Strict cookie.
 async fn login(
     extract::State(state): extract::State<State>,
     headers: HeaderMap,
@@ -271,7 +273,7 @@ async fn login(
     // working whatever the cookie's age.
     let cookie = format!(
         "{COOKIE}={}; HttpOnly; SameSite=Strict; Path=/; Max-Age={COOKIE_MAX_AGE_S}{}",
-        cookie_value(token),
+        switchboard_toolset::Tokens::web_key(token),
         if secure { "; Secure" } else { "" }
     );
     let mut response = StatusCode::NO_CONTENT.into_response();
@@ -279,35 +281,6 @@ async fn login(
         response.headers_mut().insert(header::SET_COOKIE, value);
     }
     Ok(response)
-}
-
-/// The token as the cookie carries it: hex, so that any token fits.
-///
-/// ```
-/// assert_eq!(switchboard_web::api::cookie_value("a b;"), "6120623b");
-/// ```
-pub fn cookie_value(token: &str) -> String {
-    token.bytes().map(|b| format!("{b:02x}")).collect()
-}
-
-/// The token a cookie value carries ([`cookie_value`] undone); `None` when
-/// it is not even hex.
-///
-/// ```
-/// use switchboard_web::api::{cookie_value, token_from_cookie};
-///
-/// assert_eq!(token_from_cookie(&cookie_value("a b;")).as_deref(), Some("a b;"));
-/// assert_eq!(token_from_cookie("6"), None);
-/// ```
-pub fn token_from_cookie(value: &str) -> Option<String> {
-    if !value.len().is_multiple_of(2) {
-        return None;
-    }
-    let bytes = (0..value.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(value.get(i..i + 2)?, 16).ok())
-        .collect::<Option<Vec<u8>>>()?;
-    String::from_utf8(bytes).ok()
 }
 
 #[derive(Deserialize)]

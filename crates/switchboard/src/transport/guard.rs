@@ -108,19 +108,22 @@ impl Guard {
         if !self.inner.tokens.required() {
             return Ok(None);
         }
+        // The web view's cookie carries a web key, which only its paths take.
         let cookie = switchboard_web::is_web(path)
-            .then(|| web_cookie(headers).and_then(switchboard_web::api::token_from_cookie))
+            .then(|| web_cookie(headers))
             .flatten();
         let presented = match (headers.get(header::AUTHORIZATION), cookie) {
-            (Some(value), _) => bearer(value).map(Some),
-            (None, cookie) => Ok(cookie),
+            (Some(value), _) => bearer(value).map(|token| Some(Presented::Bearer(token))),
+            (None, cookie) => Ok(cookie.map(Presented::WebKey)),
+        };
+        let tokens = &self.inner.tokens;
+        let grant_of = |presented: &Presented| match presented {
+            Presented::Bearer(token) => tokens.check(token),
+            Presented::WebKey(key) => tokens.check_web(key),
         };
         // A path open to all still learns whose token came with it.
         if !switchboard_web::needs_auth(path) {
-            return Ok(presented
-                .ok()
-                .flatten()
-                .and_then(|token| self.inner.tokens.check(&token)));
+            return Ok(presented.ok().flatten().and_then(|p| grant_of(&p)));
         }
         let Some(presented) = presented? else {
             return Err(refuse(
@@ -128,7 +131,7 @@ impl Guard {
                 "a bearer token is required: send Authorization: Bearer <token>",
             ));
         };
-        match self.inner.tokens.check(&presented) {
+        match grant_of(&presented) {
             Some(grant) => Ok(Some(grant)),
             None => Err(refuse(
                 StatusCode::UNAUTHORIZED,
@@ -154,6 +157,12 @@ impl Guard {
         let host = host_of(rest);
         self.host_allowed(&host) || (!self.inner.any_host && host == request_host)
     }
+}
+
+/// What a request presents: a bearer token, or the web view's cookie.
+enum Presented<'a> {
+    Bearer(String),
+    WebKey(&'a str),
 }
 
 /// The token of an `Authorization: Bearer <token>` header.
@@ -382,19 +391,30 @@ mod tests {
             g.check(&uri(api), &headers(&[host])).unwrap_err().status,
             StatusCode::UNAUTHORIZED
         );
-        let cookie = format!("a=b; {}={}", switchboard_web::COOKIE, "73336372657"); // one digit short
-        assert!(
-            g.check(&uri(api), &headers(&[host, ("cookie", &cookie)]))
-                .is_err()
-        );
-        let cookie = format!("a=b; {}={}", switchboard_web::COOKIE, "733363726574");
+        let key = switchboard_toolset::Tokens::web_key("s3cret");
+        let with_cookie = |value: &str| format!("a=b; {}={value}", switchboard_web::COOKIE);
+        for wrong in [&key[1..], "733363726574", "s3cret"] {
+            let cookie = with_cookie(wrong);
+            assert!(
+                g.check(&uri(api), &headers(&[host, ("cookie", &cookie)]))
+                    .is_err(),
+                "{wrong}"
+            );
+        }
+        let cookie = with_cookie(&key);
         assert!(
             g.check(&uri(api), &headers(&[host, ("cookie", &cookie)]))
                 .is_ok()
         );
-        // The cookie is the web view's: MCP still wants the bearer header.
+        // The cookie is the web view's: MCP still wants the bearer header,
+        // and the web key is not one.
         assert!(
             g.check(&uri("/mcp"), &headers(&[host, ("cookie", &cookie)]))
+                .is_err()
+        );
+        let bearer = format!("Bearer {key}");
+        assert!(
+            g.check(&uri("/mcp"), &headers(&[host, ("authorization", &bearer)]))
                 .is_err()
         );
     }
