@@ -37,6 +37,12 @@ impl Access {
         self.grant.as_ref().map(|g| (&**g, g.rules()))
     }
 
+    /// Whether the token has been removed from the config (or its secret
+    /// changed) since: it is allowed nothing any more.
+    pub fn revoked(&self) -> bool {
+        self.rules().is_some_and(|(_, rules)| rules.revoked)
+    }
+
     /// The token's name, for messages.
     fn token(&self) -> &str {
         self.grant.as_ref().map_or("", |g| g.name())

@@ -453,6 +453,24 @@ async fn a_token_without_chat_tools_may_not_use_the_web_view() {
     assert_eq!(posted.status(), StatusCode::FORBIDDEN);
     let general = call(&admin, "read_messages", json!({"channel": "#general"})).await;
     assert_eq!(texts(&general), ["private"]);
+    // Nor may the page log in with it: no cookie to hold for 30 days.
+    let login = http
+        .post(server.url("/api/login"))
+        .header(header::ORIGIN, server.url(""))
+        .json(&json!({"token": "carol-secret-0123456789"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(login.status(), StatusCode::FORBIDDEN);
+    assert!(!login.headers().contains_key(header::SET_COOKIE));
+    let body: Value = login.json().await.unwrap();
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("may not use the chat tools"),
+        "{body}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

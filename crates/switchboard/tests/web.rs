@@ -443,6 +443,61 @@ async fn wait_shown(browser: &Browser, text: &str) {
         .await;
 }
 
+/// A page whose token is removed from the config (SIGHUP) says so by
+/// asking for another token, within seconds and without a reload; the
+/// new token's page goes on live.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_whose_token_is_revoked_asks_for_another() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("tokens.toml");
+    let token = |name: &str| {
+        format!(
+            "[[http.tokens]]\nname = \"{name}\"\nsecret_env = \"{}_TOKEN\"\n",
+            name.to_uppercase()
+        )
+    };
+    std::fs::write(
+        &config,
+        format!("{}{}{}", token("ann"), token("robo"), token("bea")),
+    )
+    .unwrap();
+    let (ann, robo, bea) = (
+        "ann-secret-0123456789",
+        "robo-secret-0123456789",
+        "bea-secret-0123456789",
+    );
+    let server = Server::start_with(
+        &["--ephemeral", "--config", config.to_str().unwrap()],
+        &[("ANN_TOKEN", ann), ("ROBO_TOKEN", robo), ("BEA_TOKEN", bea)],
+    )
+    .await;
+    let agent = http_client_as(&server.url("/mcp"), robo).await;
+    send(&agent, "#c", "robo", "first").await;
+    let browser = Browser::start().await;
+    browser.client.goto(&server.url("/#c")).await.unwrap();
+    let token_asked = "return document.getElementById('token-dialog').open";
+    browser.until("the token prompt", token_asked, WAIT).await;
+    browser.keys("token", &format!("{ann}\u{E007}")).await;
+    wait_shown(&browser, "first").await;
+
+    std::fs::write(&config, format!("{}{}", token("robo"), token("bea"))).unwrap();
+    server.signal(libc::SIGHUP);
+    browser
+        .until("the token prompt after the revocation", token_asked, WAIT)
+        .await;
+    browser.keys("token", &format!("{bea}\u{E007}")).await;
+    browser
+        .until(
+            "the live stream",
+            "return document.body.dataset.live === 'true' && !document.getElementById('token-dialog').open",
+            WAIT,
+        )
+        .await;
+    send(&agent, "#c", "robo", "for bea").await;
+    wait_shown(&browser, "for bea").await;
+    browser.close().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_person_follows_an_agent_live_and_answers_in_several_lines() {
     let server = Server::start(&["--ephemeral"]).await;
@@ -501,10 +556,19 @@ async fn a_person_follows_an_agent_live_and_answers_in_several_lines() {
     browser
         .keys(
             "text",
-            "first line\u{E008}\u{E007}\u{E000}second line\u{E007}",
+            "first line\u{E008}\u{E007}\u{E000}second line, says ann\u{E007}",
         )
         .await;
-    wait_shown(&browser, "second line").await;
+    wait_shown(&browser, "second line, says ann").await;
+    // Ann naming herself is no mention of her.
+    let own = browser
+        .run(
+            "const li = [...document.querySelectorAll('#messages li')].pop();
+             return [li.classList.contains('mentioned'), li.querySelector('mark') !== null];",
+            vec![],
+        )
+        .await;
+    assert_eq!(own, json!([false, false]));
     let read = call(
         &agent,
         "read_messages",
@@ -518,7 +582,7 @@ async fn a_person_follows_an_agent_live_and_answers_in_several_lines() {
             &messages[0]["text"],
             &messages[0]["kind"]
         ),
-        (&json!("ann"), &json!("second line"), &json!("human"))
+        (&json!("ann"), &json!("second line, says ann"), &json!("human"))
     );
     assert_eq!(messages[1]["text"], "first line");
     assert_eq!(

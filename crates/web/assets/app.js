@@ -39,7 +39,12 @@ async function api(path, body) {
     options.headers['Content-Type'] = 'application/json';
     options.body = JSON.stringify(body);
   }
-  const response = await fetch(path, options);
+  let response;
+  try {
+    response = await fetch(path, options);
+  } catch {
+    throw new Error('switchboard cannot be reached: is it running? Trying again when it is back.');
+  }
   if (response.status === 401) throw new Unauthorized();
   if (response.status === 204) return null;
   const data = await response.json().catch(() => ({}));
@@ -77,10 +82,10 @@ function mentionPattern(nick) {
   return new RegExp(`(?<!${NICK_CHAR})${escapeRegExp(nick)}(?!${NICK_CHAR})`, 'giu');
 }
 
-// Appends `text` to `parent` as text nodes, links (http and https only) and
-// marked mentions of the viewer.
-function appendText(parent, text) {
-  const mention = mentionPattern(state.viewer);
+// Appends `text` to `parent` as text nodes, links (http and https only) and,
+// when `marked`, marked mentions of the viewer.
+function appendText(parent, text, marked) {
+  const mention = marked ? mentionPattern(state.viewer) : null;
   let last = 0;
   for (const match of text.matchAll(URL_RE)) {
     appendMentions(parent, text.slice(last, match.index), mention);
@@ -128,9 +133,9 @@ function messageItem(m) {
   li.dataset.seq = m.seq;
   li.className = `from-${m.kind}`;
   if (m.kind === 'system') li.classList.add('system');
-  if (m.kind !== 'system' && m.nick.toLowerCase() !== state.viewer.toLowerCase() && mentions(m.text)) {
-    li.classList.add('mentioned');
-  }
+  // switchboard's notices and one's own lines never mention one.
+  const mentioned = m.kind !== 'system' && m.nick.toLowerCase() !== state.viewer.toLowerCase() && mentions(m.text);
+  if (mentioned) li.classList.add('mentioned');
   const time = document.createElement('time');
   time.dateTime = m.time;
   time.textContent = clock(m.time);
@@ -142,7 +147,7 @@ function messageItem(m) {
   const text = document.createElement('bdi');
   text.className = 'text';
   text.dir = 'auto';
-  appendText(text, m.text);
+  appendText(text, m.text, mentioned);
   li.append(time, nick, text);
   return li;
 }
@@ -442,12 +447,17 @@ function startStream(since) {
   source.addEventListener('error', () => {
     document.body.dataset.live = 'false';
     status('Reconnecting…');
-    // A refused stream (the server busy: 503) is not retried by the
-    // browser, as a dropped one is: try again shortly.
+    // A refused stream (a revoked token: 401; the server busy: 503) is not
+    // retried by the browser, as a dropped one is. A revoked token asks for
+    // another; otherwise the stream is tried again shortly.
     if (source.readyState === EventSource.CLOSED) {
-      setTimeout(() => {
+      const retry = () => setTimeout(() => {
         if (state.stream === source) startStream(state.lastId);
       }, 5000);
+      refreshChannels().then(retry, (e) => {
+        fail(e);
+        if (!(e instanceof Unauthorized)) retry();
+      });
     }
   });
 }
@@ -592,7 +602,7 @@ async function send(event) {
     box.value = '';
     status('');
   } catch (e) {
-    status(e.message, true);
+    fail(e);
   } finally {
     box.disabled = false;
     box.focus();
@@ -601,7 +611,7 @@ async function send(event) {
 
 function fail(e) {
   if (e instanceof Unauthorized) {
-    askToken().then(start);
+    if (!$('token-dialog').open) askToken().then(start);
   } else {
     status(e.message, true);
   }
@@ -698,7 +708,9 @@ function wire() {
   $('main').addEventListener('click', (e) => {
     if ($('members').classList.contains('open') && e.target !== $('members-toggle')) showMembers(false);
   });
-  setInterval(() => refreshApprovals().catch(() => {}), 10000);
+  setInterval(() => {
+    if (!$('token-dialog').open) refreshApprovals().catch(fail);
+  }, 10000);
   // A page kept in the back/forward cache must not hold its stream's
   // connection: browsers allow only six per host over HTTP/1.1.
   // Back from a search result: the channel as it was, at its newest.

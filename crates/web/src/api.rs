@@ -265,6 +265,11 @@ async fn login(
             "that is not one of this server's tokens",
         ));
     };
+    // A token that may not use the web view gets no cookie: the page asks
+    // for another one rather than holding this one for 30 days.
+    Access::new(Some(&grant), state.chat.rules())
+        .chat()
+        .map_err(forbidden)?;
     tracing::info!(token = grant.name(), "the web view's login was accepted");
     let secure = headers
         .get("x-forwarded-proto")

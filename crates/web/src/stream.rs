@@ -6,8 +6,9 @@
 //! every message after that id from the history, then the live ones: no
 //! hole and, since ids only grow, no duplicate. Without either it gets the
 //! messages from now on. A stream that falls behind the live feed catches
-//! up from the history the same way. Streams end when the server stops.
-//! A token limited to some channels is streamed only theirs.
+//! up from the history the same way. Streams end when the server stops,
+//! and within seconds of their token being revoked. A token limited to some
+//! channels is streamed only theirs.
 //!
 //! A page names the server instance it loaded from (`?instance=`, from
 //! `/api/session`). When that is not this process, its ids may name another
@@ -30,6 +31,9 @@ use crate::api;
 
 /// Messages read from the history per catch-up step.
 const CATCH_UP: usize = 500;
+
+/// How often a quiet stream looks whether its token was revoked.
+const REVOKED_CHECK: Duration = Duration::from_secs(2);
 
 #[derive(Deserialize)]
 pub struct StreamQuery {
@@ -122,9 +126,15 @@ impl Follower {
                     }
                 }
             }
+            // A revoked token's stream ends (the page then hears 401 and
+            // asks for another token), looked at every REVOKED_CHECK.
+            if self.access.revoked() {
+                return None;
+            }
             let batch = tokio::select! {
                 batch = self.feed.recv() => batch,
                 () = self.chat.stopping() => return None,
+                () = tokio::time::sleep(REVOKED_CHECK) => continue,
             };
             match batch {
                 Ok(batch) => {
