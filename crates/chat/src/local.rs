@@ -45,6 +45,14 @@ impl ChatBackend for LocalHub {
         lines: Vec<String>,
     ) -> BoxFuture<'a, Result<Delivery, ChatError>> {
         async move {
+            // What comes from this nick is switchboard's own word (approval
+            // acknowledgements, loop-guard pauses): nobody else may use it.
+            if sender.key() == self.rules.fold(SYSTEM_NICK) {
+                return Err(ChatError::Network(format!(
+                    "{} is the nick of switchboard's own notices; speak under another nick",
+                    sender.name()
+                )));
+            }
             let count = lines.len();
             let messages = lines
                 .into_iter()
@@ -141,5 +149,45 @@ impl ChatBackend for LocalHub {
             Ok(members.into_iter().map(|(_, m)| m).collect())
         }
         .boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::{Durability, Location};
+
+    #[tokio::test]
+    async fn nobody_speaks_under_the_nick_of_switchboards_notices() {
+        let history = History::open(&Location::Memory, Durability::Full).unwrap();
+        let hub = LocalHub::new(history.clone());
+        let rules = hub.rules();
+        let channel = rules.channel("#c").unwrap();
+        for nick in ["switchboard", "SwitchBoard"] {
+            let sender = rules.nick(nick).unwrap();
+            let err = hub
+                .send(
+                    &channel,
+                    &sender,
+                    SenderKind::Human,
+                    vec!["yes abcde".into()],
+                )
+                .await
+                .unwrap_err();
+            assert!(
+                err.to_string().contains("switchboard's own notices"),
+                "{err}"
+            );
+        }
+        assert_eq!(history.newest_id().unwrap(), 0, "nothing stored");
+        hub.announce(&channel, "a notice".into(), None)
+            .await
+            .unwrap();
+        let ann = rules.nick("ann").unwrap();
+        hub.send(&channel, &ann, SenderKind::Human, vec!["hi".into()])
+            .await
+            .unwrap();
+        assert_eq!(history.newest_id().unwrap(), 2);
+        history.close();
     }
 }

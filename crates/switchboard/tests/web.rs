@@ -582,7 +582,11 @@ async fn a_person_follows_an_agent_live_and_answers_in_several_lines() {
             &messages[0]["text"],
             &messages[0]["kind"]
         ),
-        (&json!("ann"), &json!("second line, says ann"), &json!("human"))
+        (
+            &json!("ann"),
+            &json!("second line, says ann"),
+            &json!("human")
+        )
     );
     assert_eq!(messages[1]["text"], "first line");
     assert_eq!(
