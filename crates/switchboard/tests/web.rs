@@ -290,6 +290,43 @@ fn hex(text: &str) -> String {
     text.bytes().map(|b| format!("{b:02x}")).collect()
 }
 
+/// The first `limit` bytes the stream at `path` sends (or fewer, if it
+/// sends nothing more for a second).
+async fn stream_start(server: &Server, path: &str, limit: usize) -> (StatusCode, String) {
+    let mut response = reqwest::get(server.url(path)).await.unwrap();
+    let status = response.status();
+    let mut text = String::new();
+    while text.len() < limit {
+        match tokio::time::timeout(Duration::from_secs(1), response.chunk()).await {
+            Ok(Ok(Some(chunk))) => text.push_str(&String::from_utf8_lossy(&chunk)),
+            _ => break,
+        }
+    }
+    (status, text)
+}
+
+#[tokio::test]
+async fn the_stream_resumes_from_an_id_and_resets_on_another_historys() {
+    let server = Server::start(&["--ephemeral"]).await;
+    let agent = http_client(&server.url("/mcp"), ProtocolVersion::V_2025_11_25).await;
+    for text in ["one", "two", "three"] {
+        send(&agent, "#c", "robo", text).await;
+    }
+    let (status, text) = stream_start(&server, "/api/stream?since=1", 1000).await;
+    assert_eq!(status, 200);
+    assert!(
+        !text.contains("\"one\"") && text.contains("\"two\"") && text.contains("\"three\""),
+        "{text}"
+    );
+    let (status, text) = stream_start(&server, "/api/stream?since=-5", 1000).await;
+    assert_eq!(status, 400);
+    assert!(text.contains("since must be a message id"), "{text}");
+    // An id this history never gave: the client knew another one.
+    let (status, text) = stream_start(&server, "/api/stream?since=999999", 10).await;
+    assert_eq!(status, 200);
+    assert!(text.starts_with("event: reset"), "{text}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_token_is_asked_once_and_kept_in_a_strict_cookie() {
     let server = Server::start_with(

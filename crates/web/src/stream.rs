@@ -11,9 +11,11 @@
 //! channels is streamed only theirs.
 //!
 //! A page names the server instance it loaded from (`?instance=`, from
-//! `/api/session`). When that is not this process, its ids may name another
-//! history's messages: the stream then ignores them, sends `event: reset`,
-//! and follows from now on; the page reloads what it shows.
+//! `/api/session`). When that is not this process, or the id to resume
+//! from is past the newest message, its ids name another history's
+//! messages: the stream then ignores them, sends `event: reset`, and
+//! follows from now on; the page reloads what it shows. A negative `since`
+//! is a `400`.
 
 use std::{convert::Infallible, sync::Arc, time::Duration};
 
@@ -46,23 +48,30 @@ pub async fn stream(
     api::Allowed(access): api::Allowed,
     headers: HeaderMap,
     api::Params(q): api::Params<StreamQuery>,
-) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, api::ApiError> {
+    if q.since.is_some_and(|since| since < 0) {
+        return Err(api::ApiError::bad(
+            "since must be a message id (0 or more); leave it out to follow from now on",
+        ));
+    }
     // Subscribed before the history is read: nothing falls in between.
     let feed = state.chat.feed();
-    let reset = q
-        .instance
-        .as_deref()
-        .is_some_and(|seen| seen != &*state.instance);
+    let newest = state.chat.newest_id().unwrap_or(0);
     let resume = headers
         .get("last-event-id")
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<i64>().ok())
-        .or(q.since)
-        .filter(|_| !reset);
-    let last = match resume {
-        Some(id) => id,
-        None => state.chat.newest_id().unwrap_or(0),
-    };
+        .filter(|id| *id >= 0)
+        .or(q.since);
+    // Ids only grow: one past the newest is another history's (a restart
+    // in memory, a restored backup), as is another instance's.
+    let reset = q
+        .instance
+        .as_deref()
+        .is_some_and(|seen| seen != &*state.instance)
+        || resume.is_some_and(|id| id > newest);
+    let resume = resume.filter(|_| !reset);
+    let last = resume.unwrap_or(newest);
     let follower = Follower {
         access,
         chat: state.chat.clone(),
@@ -81,7 +90,7 @@ pub async fn stream(
         Some((Ok(event(&message)), f))
     });
     let events = futures::stream::iter(first).chain(messages);
-    Sse::new(events).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+    Ok(Sse::new(events).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
 }
 
 /// One stream's position: the last id it sent, and what it must send next.
