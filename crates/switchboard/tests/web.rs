@@ -1159,7 +1159,11 @@ async fn a_person_approves_a_pending_request_with_a_button() {
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("relay.sock");
     let config = dir.path().join("switchboard.toml");
-    std::fs::write(&config, "[chat.approvals]\nchannel = \"#approvals\"\n").unwrap();
+    std::fs::write(
+        &config,
+        "[chat.approvals]\nchannel = \"#approvals\"\napprovers = [\"ann\"]\n",
+    )
+    .unwrap();
     let server = Server::start_with(
         &[
             "--ephemeral",
@@ -1188,7 +1192,7 @@ async fn a_person_approves_a_pending_request_with_a_button() {
         "{init}"
     );
     let browser = Browser::start().await;
-    open_as(&browser, &server.url("/"), "ann").await;
+    open_as(&browser, &server.url("/"), "bob").await;
     worker
         .notify(
             "notifications/claude/channel/permission_request",
@@ -1210,6 +1214,43 @@ async fn a_person_approves_a_pending_request_with_a_button() {
             .contains("worker wants to run Bash: List files"),
         "{pending}"
     );
+    // The header and the tab's title say a request waits, wherever the
+    // list is.
+    let told = browser
+        .until(
+            "the badge",
+            "const b = document.getElementById('approvals-badge');
+             return !b.hidden && document.title.startsWith('(1) ') && b.textContent;",
+            WAIT,
+        )
+        .await;
+    assert_eq!(told, "1 approval waiting");
+    // Bob is no approver: his click is refused, and the page says why.
+    browser
+        .run(
+            "document.querySelector('#approval-list li[data-id=\"abcde\"] button.allow').click();",
+            vec![],
+        )
+        .await;
+    let why = browser
+        .until(
+            "the refusal",
+            "const s = document.getElementById('status').textContent;
+             return s.includes('abcde') && s",
+            WAIT,
+        )
+        .await;
+    assert_eq!(
+        why,
+        "bob: you are not an approver here; abcde is unchanged."
+    );
+    browser
+        .run(
+            "document.getElementById('who').click(); document.getElementById('name').value = '';",
+            vec![],
+        )
+        .await;
+    answer_name(&browser, "ann").await;
     // A double click answers once.
     browser
         .run(
@@ -1240,6 +1281,16 @@ async fn a_person_approves_a_pending_request_with_a_button() {
             .await,
         "log"
     );
+    let title = browser
+        .run(
+            "return document.getElementById('approvals-badge').hidden && document.title",
+            vec![],
+        )
+        .await;
+    assert!(
+        title.as_str().is_some_and(|t| !t.starts_with('(')),
+        "{title}"
+    );
     let answers: Vec<String> = texts(
         &call(
             &http_client(&server.url("/mcp"), ProtocolVersion::V_2025_11_25).await,
@@ -1251,7 +1302,8 @@ async fn a_person_approves_a_pending_request_with_a_button() {
     .into_iter()
     .filter(|t| t == "yes abcde")
     .collect();
-    assert_eq!(answers.len(), 1, "{answers:?}");
+    // Bob's refused one, and Ann's double click posted once.
+    assert_eq!(answers.len(), 2, "{answers:?}");
     worker.close().await;
     browser.close().await;
 }

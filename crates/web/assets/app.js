@@ -21,6 +21,7 @@ const state = {
   seen: new Set(),        // ids of the messages shown
   members: new Set(),     // nicks in the open channel's member list
   approvals: null,        // the approvals channel, if any
+  waiting: 0,             // approval requests waiting
   lastId: 0,              // the newest message id the stream has given
   instance: null,         // the server process the page loaded from
   stream: null,
@@ -197,7 +198,7 @@ async function openChannel(name, { around } = {}) {
   state.loading = [];
   $('messages').replaceChildren();
   $('channel-title').textContent = name;
-  document.title = `${name} — switchboard`;
+  setTitle();
   // A jump to a search result is a step Back returns from.
   if (around) {
     history.pushState({ around }, '', `#${encodeURIComponent(name)}`);
@@ -404,6 +405,24 @@ async function refreshApprovals() {
   });
   $('approval-list').replaceChildren(...items);
   $('approvals').hidden = items.length === 0;
+  // The list may be below the fold of a long channel list: the header and
+  // the tab's title say that requests wait.
+  const badge = $('approvals-badge');
+  badge.hidden = items.length === 0;
+  badge.textContent = items.length === 1 ? '1 approval waiting' : `${items.length} approvals waiting`;
+  state.waiting = items.length;
+  setTitle();
+}
+
+// The tab's title: requests waiting, the open channel, switchboard.
+function setTitle() {
+  const waiting = state.waiting ? `(${state.waiting}) ` : '';
+  document.title = `${waiting}${state.channel ? `${state.channel} — ` : ''}switchboard`;
+}
+
+function showApprovals() {
+  $('approvals').scrollIntoView({ block: 'nearest' });
+  $('approval-list').querySelector('button')?.focus();
 }
 
 async function answer(word, id) {
@@ -416,7 +435,19 @@ async function answer(word, id) {
     card?.querySelectorAll('button').forEach((b) => { b.disabled = false; });
     throw e;
   }
-  await refreshApprovals();
+  // Settled a moment after the reply is stored; a request still waiting
+  // then was not answered: the approvals channel says why.
+  for (let i = 0; i < 10; i++) {
+    await refreshApprovals();
+    if (!$('approval-list').querySelector(`li[data-id="${CSS.escape(id)}"]`)) break;
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+  const still = $('approval-list').querySelector(`li[data-id="${CSS.escape(id)}"]`);
+  if (still) {
+    const data = await api(`/api/messages?${query({ channel: state.approvals, limit: 20 })}`);
+    const why = data.messages.reverse().find((m) => m.kind === 'system' && m.text.includes(id) && m.text.startsWith(`${state.viewer}:`));
+    status(why ? why.text : `Your answer to ${id} was not taken; see ${state.approvals}.`, true);
+  }
   // The keyboard goes on to the next request, or back to the messages.
   const next = $('approval-list').querySelector('button');
   (next || log()).focus();
@@ -702,6 +733,7 @@ function wire() {
     $('text').focus();
   });
   $('token-form').addEventListener('submit', (e) => sendToken(e).catch(fail));
+  $('approvals-badge').addEventListener('click', showApprovals);
   $('members-toggle').addEventListener('click', () => showMembers(!$('members').classList.contains('open')));
   $('members-close').addEventListener('click', () => showMembers(false));
   // On a phone the panel covers the page: a tap beside it closes it too.
