@@ -480,6 +480,27 @@ async fn wait_shown(browser: &Browser, text: &str) {
         .await;
 }
 
+/// A channel made without a message shows up on an open page by itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_channel_made_without_a_message_shows_up_on_an_open_page() {
+    let server = Server::start(&["--ephemeral"]).await;
+    let agent = http_client(&server.url("/mcp"), ProtocolVersion::V_2025_11_25).await;
+    send(&agent, "#c", "robo", "first").await;
+    let browser = Browser::start().await;
+    open_as(&browser, &server.url("/#c"), "ann").await;
+    wait_shown(&browser, "first").await;
+    let made = call(&agent, "create_channel", json!({"name": "quiet"})).await;
+    assert!(!is_error(&made), "{}", text(&made));
+    browser
+        .until(
+            "#quiet in the channel list",
+            "return document.getElementById('channels').textContent.includes('#quiet')",
+            WAIT,
+        )
+        .await;
+    browser.close().await;
+}
+
 /// A page whose token is removed from the config (SIGHUP) says so by
 /// asking for another token, within seconds and without a reload; the
 /// new token's page goes on live.

@@ -740,9 +740,20 @@ function wire() {
   $('main').addEventListener('click', (e) => {
     if ($('members').classList.contains('open') && e.target !== $('members-toggle')) showMembers(false);
   });
+  // Channels made without a message (create_channel) and expiring
+  // requests show up this way; messages come by the stream.
   setInterval(() => {
-    if (!$('token-dialog').open) refreshApprovals().catch(fail);
+    if ($('token-dialog').open) return;
+    refreshChannels().catch(() => {});
+    refreshApprovals().catch(fail);
   }, 10000);
+  // A name chosen in another tab is this tab's too.
+  window.addEventListener('storage', (e) => {
+    if (e.key !== NAME_KEY || !e.newValue || $('who').disabled) return;
+    state.viewer = e.newValue;
+    $('who').textContent = e.newValue;
+    refreshChannels().catch(() => {});
+  });
   // A page kept in the back/forward cache must not hold its stream's
   // connection: browsers allow only six per host over HTTP/1.1.
   // Back from a search result: the channel as it was, at its newest.
