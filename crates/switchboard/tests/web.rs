@@ -159,6 +159,10 @@ async fn the_api_reads_writes_and_refuses_what_it_must() {
         ("/api/messages?channel=bad%2Cname", "channel"),
         ("/api/search?q=%20%21", "no words"),
         (
+            "/api/search?q=deploy&channel=nowhere",
+            "there is no channel #nowhere",
+        ),
+        (
             "/api/around?channel=ops&seq=1&context=999",
             "context must be",
         ),
@@ -177,6 +181,30 @@ async fn the_api_reads_writes_and_refuses_what_it_must() {
         assert!(
             body["error"].as_str().unwrap().contains(expected),
             "{path}: {body}"
+        );
+    }
+    // A body announced over the limit is refused in the API's own shape.
+    {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut raw = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+        raw.write_all(
+            format!(
+                "POST /api/send HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: 20000000\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n",
+                server.addr
+            )
+            .as_bytes(),
+        )
+        .await
+        .unwrap();
+        let mut reply = String::new();
+        tokio::time::timeout(Duration::from_secs(5), raw.read_to_string(&mut reply))
+            .await
+            .expect("no answer to an oversized body")
+            .unwrap();
+        assert!(reply.starts_with("HTTP/1.1 413"), "{reply}");
+        assert!(
+            reply.ends_with("{\"error\":\"the request body is over 16777216 bytes\"}"),
+            "{reply}"
         );
     }
     for (body, expected) in [

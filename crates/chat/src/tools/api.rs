@@ -165,6 +165,9 @@ impl ChatTools {
         let fts = super::format::fts_query(query).ok_or_else(|| {
             ToolError::new("query has no words to search for; give one or more words")
         })?;
+        if let Some(channel) = channel {
+            self.known(channel)?;
+        }
         self.history
             .search(fts, channel.map(|c| c.key().to_owned()), limit)
             .await

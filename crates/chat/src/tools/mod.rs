@@ -877,14 +877,16 @@ impl ChatTools {
             .map_err(fail)?;
         messages.retain(|m| access.allows(&m.channel));
         messages.truncate(limit);
-        let text = if messages.is_empty() {
-            format!("No messages match {:?}.", p.query)
-        } else {
-            messages
+        let text = match &channel {
+            Some(channel) if messages.is_empty() && !self.knows(channel)? => {
+                unknown_channel(channel, &format!("No messages match {:?} in", p.query))
+            }
+            _ if messages.is_empty() => format!("No messages match {:?}.", p.query),
+            _ => messages
                 .iter()
                 .map(search_line)
                 .collect::<Vec<_>>()
-                .join("\n")
+                .join("\n"),
         };
         Ok(search_output(text, &p.query, &messages))
     }
@@ -1094,6 +1096,21 @@ mod tests {
             );
             let members = call("get_members", "#nope").await.unwrap();
             assert!(members.text.starts_with("No members in #nope: switchboard knows no channel"));
+            let search = |channel: &'static str| {
+                tools.call(
+                    "search_messages",
+                    args(json!({"query": "deploy", "channel": channel})),
+                    &caller,
+                )
+            };
+            let found = search("#nope").await.unwrap();
+            assert!(
+                found
+                    .text
+                    .starts_with("No messages match \"deploy\" in #nope: switchboard knows no channel"),
+                "{}",
+                found.text
+            );
             // A channel that exists and is empty is just empty.
             tools
                 .call("create_channel", args(json!({"name": "#empty"})), &caller)
@@ -1101,6 +1118,7 @@ mod tests {
                 .unwrap();
             assert_eq!(call("read_messages", "#empty").await.unwrap().text, "No messages in #empty.");
             assert_eq!(call("get_members", "#empty").await.unwrap().text, "No members in #empty.");
+            assert_eq!(search("#empty").await.unwrap().text, "No messages match \"deploy\".");
         });
     }
 

@@ -115,6 +115,14 @@ async fn refuse_announced_oversize(request: Request, next: Next) -> Response {
         .and_then(|v| v.parse::<u64>().ok())
         .is_some_and(|length| length > MAX_MESSAGE_BYTES as u64);
     if waits && too_long {
+        // The web view's API answers in its own shape.
+        if switchboard_web::is_web(request.uri().path()) {
+            return json_response(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                serde_json::json!({"error": format!("the request body is over {MAX_MESSAGE_BYTES} bytes")})
+                    .to_string(),
+            );
+        }
         return too_large_response();
     }
     next.run(request).await
