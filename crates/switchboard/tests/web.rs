@@ -1066,6 +1066,37 @@ async fn search_jumps_to_a_message_and_older_pages_load_on_demand() {
             WAIT,
         )
         .await;
+    // A reply written at a result goes to the channel's end, and the page
+    // follows it there.
+    browser
+        .run("document.getElementById('search-q').value = ''", vec![])
+        .await;
+    browser.keys("search-q", "needle\u{E007}").await;
+    browser
+        .until(
+            "the search result again",
+            "const b = document.querySelector('#result-list button');
+             return b && !document.getElementById('results').hidden",
+            WAIT,
+        )
+        .await;
+    browser.click("#result-list button").await;
+    browser
+        .until(
+            "the result again",
+            "return document.querySelector('#messages li.target') !== null",
+            WAIT,
+        )
+        .await;
+    browser
+        .keys("text", "a reply from the result\u{E007}")
+        .await;
+    wait_shown(&browser, "a reply from the result").await;
+    let end = shown(&browser).await;
+    assert_eq!(
+        end[end.len() - 2..],
+        ["line 249".to_owned(), "a reply from the result".to_owned()]
+    );
     browser.close().await;
 }
 

@@ -632,6 +632,8 @@ async function send(event) {
     await api('/api/send', { channel: state.channel, text, nick: state.viewer });
     box.value = '';
     status('');
+    // Sent from an older page (a search result): show it where it went.
+    if (!state.atNewest) await openChannel(state.channel);
   } catch (e) {
     fail(e);
   } finally {
