@@ -6,7 +6,9 @@
 //! shim) runs [`classify`] on each message before anything else looks at
 //! it, so the same malformed input gets the same reply everywhere:
 //!
-//! - bytes that are not JSON: `-32700`, id `null`;
+//! - bytes that are not JSON, or JSON naming a key twice in one object
+//!   (readers disagree on which one wins: serde_json takes the last, rmcp's
+//!   types refuse the message): `-32700`, id `null`;
 //! - JSON that is not one JSON-RPC 2.0 message (an array, a scalar, a wrong
 //!   or missing `"jsonrpc"`, a `method` that is not a string, no `method`,
 //!   `params` that are neither an object nor an array): `-32600`;
@@ -16,7 +18,7 @@
 //! A reply echoes the message's id only when it is a valid one (a string,
 //! or an integer that fits an `i64`); otherwise its id is `null`. This crate
 //! is its own so that the shim can share it without the daemon's
-//! dependencies, and it depends on nothing but `serde_json`.
+//! dependencies, and it depends on nothing but `serde` and `serde_json`.
 
 use std::fmt;
 
@@ -228,7 +230,7 @@ pub fn strip_bom(bytes: &[u8]) -> &[u8] {
 /// Decides what one incoming message is: a [`Message`], or the
 /// [`Rejection`] to send back.
 pub fn classify(bytes: &[u8]) -> Result<Message, Rejection> {
-    let value: Value = serde_json::from_slice(strip_bom(bytes))
+    let Unambiguous(value) = serde_json::from_slice(strip_bom(bytes))
         .map_err(|e| Rejection::new(None, code::PARSE_ERROR, format!("parse error: {e}")))?;
     let object = match value {
         Value::Object(object) => object,
@@ -291,6 +293,78 @@ pub fn classify(bytes: &[u8]) -> Result<Message, Rejection> {
     }
 }
 
+/// A JSON value as serde_json reads it, except that an object naming a key
+/// twice is an error rather than its last value.
+struct Unambiguous(Value);
+
+impl<'de> serde::Deserialize<'de> for Unambiguous {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer
+            .deserialize_any(UnambiguousVisitor)
+            .map(Unambiguous)
+    }
+}
+
+struct UnambiguousVisitor;
+
+impl<'de> serde::de::Visitor<'de> for UnambiguousVisitor {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_owned()))
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1024));
+        while let Some(Unambiguous(item)) = seq.next_element()? {
+            items.push(item);
+        }
+        Ok(Value::Array(items))
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut object = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let Unambiguous(value) = map.next_value()?;
+            if object.contains_key(&key) {
+                return Err(serde::de::Error::custom(format!(
+                    "the key {key:?} appears twice in one object"
+                )));
+            }
+            object.insert(key, value);
+        }
+        Ok(Value::Object(object))
+    }
+}
+
 /// A response from the client (to a request the server sent).
 fn response(object: Map<String, Value>, id: Option<Id>) -> Result<Message, Rejection> {
     let well_formed = match (object.get("result"), object.get("error")) {
@@ -329,6 +403,16 @@ mod tests {
     fn malformed_input_gets_the_code_and_id_json_rpc_prescribes() {
         let cases: &[(&str, Value, i32)] = &[
             ("{not json", Value::Null, -32700),
+            (
+                r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"ping"}"#,
+                Value::Null,
+                -32700,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":1,"method":"x","params":{"a":{"b":1,"b":2}}}"#,
+                Value::Null,
+                -32700,
+            ),
             (
                 r#"{"jsonrpc":"2.0","id":1e400,"method":"ping"}"#,
                 Value::Null,

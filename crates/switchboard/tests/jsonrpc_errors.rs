@@ -34,6 +34,17 @@ fn cases() -> Vec<(&'static str, i32, Value)> {
             -32700,
             Value::Null,
         ),
+        // A key named twice: which one counts depends on the reader.
+        (
+            r#"{"jsonrpc":"2.0","id":7,"id":8,"method":"ping"}"#,
+            -32700,
+            Value::Null,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"list_channels","name":"get_members","arguments":{}}}"#,
+            -32700,
+            Value::Null,
+        ),
         (
             r#"{"jsonrpc":"1.0","id":2,"method":"ping"}"#,
             -32600,
