@@ -460,6 +460,9 @@ fn request_backfill(
     }
 }
 
+/// How far ahead of this host's clock a line's `server-time` may be.
+const MAX_AHEAD: chrono::TimeDelta = chrono::TimeDelta::minutes(5);
+
 /// A channel PRIVMSG as a history entry (nick filled in by the caller), or
 /// `None` for private messages and CTCP other than ACTION.
 pub(crate) fn channel_message(
@@ -486,9 +489,13 @@ pub(crate) fn channel_message(
         None => text.to_owned(),
     };
     let text = crate::text::heard_line(text);
+    // A time far ahead of this host's clock is not believed (a server's
+    // broken clock, or a hostile one): it would sort the line after
+    // everything said later. The line gets the time it was heard.
     let time = wire::tag(message, "time")
         .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
-        .map(|t| t.with_timezone(&Utc));
+        .map(|t| t.with_timezone(&Utc))
+        .filter(|t| *t <= Utc::now() + MAX_AHEAD);
     Some(NewMessage {
         channel,
         nick: String::new(),
@@ -1277,5 +1284,32 @@ impl ChatBackend for IrcBackend {
                 .collect())
         }
         .boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The time `channel_message` gives a PRIVMSG tagged with `time`.
+    fn time_of(time: &str) -> Option<DateTime<Utc>> {
+        let line = format!("@time={time} :ann!a@h PRIVMSG #c :hi");
+        let message = wire::parse(&line).unwrap();
+        channel_message(&NameRules::default(), &message, "#c", "hi")
+            .unwrap()
+            .time
+    }
+
+    #[test]
+    fn a_server_time_far_ahead_of_the_clock_is_not_believed() {
+        let soon = (Utc::now() + chrono::TimeDelta::minutes(1)).to_rfc3339();
+        assert!(time_of(&soon).is_some(), "a little skew is the server's");
+        assert!(
+            time_of("2024-01-02T03:04:05.000Z").is_some(),
+            "replays are old"
+        );
+        assert_eq!(time_of("2999-01-01T00:00:00.000Z"), None);
+        let later = (Utc::now() + chrono::TimeDelta::hours(1)).to_rfc3339();
+        assert_eq!(time_of(&later), None);
     }
 }
