@@ -954,6 +954,26 @@ async fn the_id_of_a_gone_agents_request_can_be_asked_again() {
     daemon.stop().await;
 }
 
+/// A stdio agent without a nick is named in its approval notice by the
+/// program that started it, not by a bare "stdio" every such agent shares.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nameless_stdio_agent_is_named_by_its_program_in_approvals() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = config(dir.path(), "[chat.approvals]\nchannel = \"#approvals\"\n");
+    let (agent, _) = stdio_with_http(&["--config", &file]).await;
+    agent.initialize().await;
+    agent
+        .notify(PERMISSION_REQUEST, permission_request("anon1"))
+        .await;
+    let posted = wait_for_text(&agent, "#approvals", "Approval anon1").await;
+    let this = std::process::id();
+    assert!(
+        posted.starts_with("Approval anon1: stdio (")
+            && posted.contains(&format!(" pid {this}) wants to run Bash")),
+        "{posted}"
+    );
+}
+
 /// A request still waiting when the daemon restarts is taken over by the
 /// new daemon once its agent's shim reconnects: posted again with the time
 /// left, and a person's answer reaches the agent under the id it sent.

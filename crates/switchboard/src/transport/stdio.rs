@@ -52,6 +52,19 @@ use switchboard_shim::framing::{is_blank, line_reader};
 /// running go on until they are done (a client that piped its requests in
 /// still gets the replies) or `shutdown` fires: then they are dropped, as a
 /// cancelled call is, and what they started stops.
+/// How logs and approval notices name a stdio session without an identity:
+/// by the client program that started this process, `stdio (claude pid
+/// 4242)`, rather than a bare `stdio` that two agents would share.
+fn stdio_label() -> String {
+    let parent = std::os::unix::process::parent_id();
+    match switchboard_relay::proctree::process(parent) {
+        Some(client) if !client.name.is_empty() => {
+            format!("stdio ({} pid {parent})", client.name)
+        }
+        _ => format!("stdio (pid {parent})"),
+    }
+}
+
 pub async fn serve<R, W>(
     server: McpServer,
     identity: Option<String>,
@@ -67,7 +80,7 @@ pub async fn serve<R, W>(
     let (in_tx, in_rx) = mpsc::channel::<ClientJsonRpcMessage>(64);
     let (out_tx, out_rx) = mpsc::channel::<ServerJsonRpcMessage>(64);
     let (note_tx, note_rx) = mpsc::channel::<Notification>(NOTIFICATION_QUEUE);
-    let mut client = Session::new("stdio").with_notifications(note_tx);
+    let mut client = Session::new(stdio_label()).with_notifications(note_tx);
     if let Some(nick) = identity {
         client = client.with_identity(nick);
     }
