@@ -252,6 +252,10 @@ const PROGRESS_EVERY: Duration = Duration::from_secs(10);
 /// before they are cancelled (as `serve --stdio` does).
 const LEFT_CALLS_GRACE: Duration = Duration::from_secs(10);
 
+/// Requests answered at once; a client that sends more before any is
+/// answered gets an error for each, rather than the shim holding them all.
+const MAX_IN_FLIGHT: usize = 256;
+
 /// What the reading side and the notifying side share about the client.
 #[derive(Default)]
 struct Client {
@@ -387,29 +391,39 @@ impl Shim {
             if is_blank(text) {
                 continue;
             }
-            match classify(text) {
+            let refusal = match classify(text) {
                 Ok(message) => self.dispatch(message),
-                Err(rejection) => {
-                    self.out.reply(rejection.to_json()).await;
-                }
+                Err(rejection) => Some(rejection.to_json()),
+            };
+            if let Some(refusal) = refusal {
+                self.out.reply(refusal).await;
             }
         }
     }
 
-    /// Takes one well-formed message: a request is answered, a notification
-    /// acted on, a response ignored (the shim never asks the client anything).
-    fn dispatch(&self, message: Message) {
-        let Some(method) = message.method().map(str::to_owned) else {
-            return;
-        };
+    /// Takes one well-formed message: a request is answered (in a task of
+    /// its own), a notification acted on, a response ignored (the shim never
+    /// asks the client anything). Returns the error reply to send at once
+    /// for a request beyond [`MAX_IN_FLIGHT`].
+    fn dispatch(&self, message: Message) -> Option<String> {
+        let method = message.method().map(str::to_owned)?;
         let Kind::Request(id) = message.kind().clone() else {
             if method == "notifications/cancelled" {
                 self.cancel(message.params());
             } else {
                 notification(&self.upstream, &self.client, &method, message.params());
             }
-            return;
+            return None;
         };
+        if self.running.lock().expect("running lock").len() >= MAX_IN_FLIGHT {
+            return Some(switchboard_jsonrpc::error_json(
+                Some(id),
+                -32000,
+                &format!(
+                    "{MAX_IN_FLIGHT} requests are already in progress; wait for their answers before sending more"
+                ),
+            ));
+        }
         // The classifier let through requests whose params are an object,
         // null or absent.
         let params = match message.into_value() {
@@ -444,6 +458,7 @@ impl Shim {
             out.reply(reply).await;
         });
         calls.insert(key, task.abort_handle());
+        None
     }
 
     /// `notifications/cancelled`: the request it names is dropped unanswered,

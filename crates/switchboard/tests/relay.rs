@@ -1389,6 +1389,50 @@ async fn ten_calls_in_flight_finish_together_with_their_own_ids() {
     app.stop().await;
 }
 
+/// A client that sends more requests than the shim takes at once gets an
+/// error for each one over, at once, and the rest are answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_beyond_256_in_flight_are_refused_at_once() {
+    let place = Place::new("dev.test.flood");
+    let app = TestApp::start(&place.socket);
+    let mut shim = place.shim(&[]);
+    shim.initialize().await;
+    for i in 0..260 {
+        shim.send(json!({
+            "jsonrpc": "2.0", "id": i, "method": "tools/call",
+            "params": {"name": "slow", "arguments": {"ms": 2000}}
+        }))
+        .await;
+    }
+    for i in 256..260 {
+        let refused = shim.reply_within(&json!(i), Duration::from_secs(1)).await;
+        assert_eq!(refused["error"]["code"], -32000, "{refused}");
+        assert!(
+            refused["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("256 requests are already in progress"),
+            "{refused}"
+        );
+    }
+    let last = shim
+        .reply_within(&json!(255), Duration::from_secs(20))
+        .await;
+    assert_eq!(last["result"]["isError"], false, "{last}");
+    // Answered ones make room again.
+    shim.send(json!({
+        "jsonrpc": "2.0", "id": "room", "method": "tools/call",
+        "params": {"name": "echo", "arguments": {"text": "room"}}
+    }))
+    .await;
+    let echo = shim
+        .reply_within(&json!("room"), Duration::from_secs(5))
+        .await;
+    assert_eq!(result_text(&echo["result"]), "room", "{echo}");
+    shim.finish_cleanly().await;
+    app.stop().await;
+}
+
 // --- oversized lines --------------------------------------------------------
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
