@@ -28,7 +28,7 @@ install = "npm i @imqueue/rpc"
 "#;
 
 /// The most a session may take before it counts as hung.
-const SESSION_DEADLINE: Duration = Duration::from_secs(10);
+const SESSION_DEADLINE: Duration = Duration::from_secs(30);
 
 /// Serves `data` as one client's stdin through `switchboard serve
 /// --stdio` (framing, classification, rmcp and the direct `tools/call`

@@ -374,6 +374,70 @@ async fn stdio_and_http_with_a_nap_tool(
     (child, addr)
 }
 
+/// A stdio call still running when its client closes stdin gets the
+/// shutdown's 10 s to finish, and its reply is written.
+#[tokio::test]
+async fn a_stdio_call_running_when_stdin_closes_finishes_within_10_s() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("nap.toml");
+    std::fs::write(
+        &config,
+        "[commands]\nprogram = \"sleep\"\n[[commands.actions]]\ntool = \"nap\"\n\
+         description = \"Sleeps for seven seconds.\"\nargv = [\"7\"]\n",
+    )
+    .unwrap();
+    let mut child = command(&[
+        "--stdio",
+        "--ephemeral",
+        "--config",
+        config.to_str().unwrap(),
+    ])
+    .stdin(std::process::Stdio::piped())
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::null())
+    .spawn()
+    .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
+    for line in [
+        r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"nap","arguments":{}}}"#,
+    ] {
+        stdin
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    drop(stdin);
+    let reply = tokio::time::timeout(Duration::from_secs(12), async {
+        while let Some(line) = stdout.next_line().await.unwrap() {
+            let message: serde_json::Value = serde_json::from_str(&line).unwrap();
+            if message["id"] == 1 {
+                return message;
+            }
+        }
+        panic!("stdout closed without the call's reply");
+    })
+    .await
+    .expect("the reply within 12 s");
+    assert_eq!(reply["result"]["isError"], false, "{reply}");
+    assert!(
+        reply["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("exited with code 0"),
+        "{reply}"
+    );
+    let status = tokio::time::timeout(Duration::from_secs(5), child.wait())
+        .await
+        .expect("switchboard exits once the call answered")
+        .unwrap();
+    assert!(status.success(), "{status:?}");
+}
+
 #[tokio::test]
 async fn stdin_closing_drains_calls_before_the_other_transports_stop() {
     let dir = tempfile::tempdir().unwrap();

@@ -19,11 +19,12 @@
 //! notifications go out once the `initialize` reply has.
 
 use std::{
-    collections::{HashMap, hash_map::Entry},
+    collections::{HashMap, HashSet, hash_map::Entry},
     sync::{
         Arc, Mutex,
         atomic::{AtomicBool, Ordering},
     },
+    time::Duration,
 };
 
 use rmcp::model::{
@@ -43,6 +44,10 @@ use crate::mcp::McpServer;
 use switchboard_jsonrpc::{Rejection, strip_bom};
 use switchboard_lines::Next;
 use switchboard_shim::framing::{is_blank, line_reader};
+
+/// How long a client that closed stdin waits for the answers to what it
+/// sent before the session ends (and with it the calls still running).
+const LEFT_GRACE: Duration = Duration::from_secs(10);
 
 /// Serves `server` on the given byte streams until the client closes its
 /// end, the writer fails, or `shutdown` fires. `identity` is the agent's
@@ -133,18 +138,48 @@ struct Shared {
     in_flight: Mutex<HashMap<RequestId, CancellationToken>>,
     /// Stops every direct call (each call's token is a child of this one).
     stop_calls: CancellationToken,
+    /// The requests passed to rmcp that it has not answered yet.
+    unanswered: Mutex<HashSet<RequestId>>,
+    /// Set when the writer stopped (stdout closed): no answer gets out.
+    writer_gone: AtomicBool,
 }
 
 impl Shared {
     /// Notes a reply rmcp sends; the `initialize` reply enables direct calls
     /// and notifications.
     fn saw_reply(&self, message: &ServerJsonRpcMessage) {
+        let answered = match message {
+            JsonRpcMessage::Response(response) => Some(&response.id),
+            JsonRpcMessage::Error(error) => error.id.as_ref(),
+            _ => None,
+        };
+        if let Some(id) = answered {
+            self.unanswered().remove(id);
+        }
         if let JsonRpcMessage::Response(response) = message
             && let ServerResult::InitializeResult(init) = &response.result
         {
             let direct = DirectCall::serves(&init.protocol_version);
             self.direct_calls.store(direct, Ordering::Release);
             self.initialized.store(true, Ordering::Release);
+        }
+    }
+
+    fn unanswered(&self) -> std::sync::MutexGuard<'_, HashSet<RequestId>> {
+        self.unanswered.lock().expect("unanswered lock")
+    }
+
+    /// Waits until every request read so far is answered, for at most
+    /// [`LEFT_GRACE`]. rmcp gives the calls it runs 5 s once its input
+    /// closes and then cancels them; a client that closed stdin is promised
+    /// 10 s, so the input stays open this long first.
+    async fn settle(&self) {
+        let give_up = tokio::time::Instant::now() + LEFT_GRACE;
+        while tokio::time::Instant::now() < give_up
+            && !self.writer_gone.load(Ordering::Acquire)
+            && (!self.unanswered().is_empty() || !self.in_flight().is_empty())
+        {
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
 
@@ -188,7 +223,8 @@ fn start_direct_call(
     true
 }
 
-/// Reads JSON-RPC lines; answers the malformed ones directly.
+/// Reads JSON-RPC lines; answers the malformed ones directly. Once stdin
+/// closes, waits for the answers to what it read ([`Shared::settle`]).
 async fn read_lines<R: AsyncRead + Unpin>(
     input: R,
     messages: mpsc::Sender<ClientJsonRpcMessage>,
@@ -200,7 +236,10 @@ async fn read_lines<R: AsyncRead + Unpin>(
     let mut lines = line_reader();
     loop {
         match lines.next(&mut input).await {
-            Ok(Next::Eof) => break,
+            Ok(Next::Eof) => {
+                session.settle().await;
+                break;
+            }
             Ok(Next::TooLong) => {
                 if replies.send(Rejection::too_long().to_json()).await.is_err() {
                     break;
@@ -216,9 +255,15 @@ async fn read_lines<R: AsyncRead + Unpin>(
                         if let JsonRpcMessage::Notification(n) = &message
                             && let ClientNotification::CancelledNotification(c) = &n.notification
                             && let Some(id) = &c.params.request_id
-                            && let Some(call) = session.in_flight().remove(id)
                         {
-                            call.cancel();
+                            // rmcp sends no answer to a cancelled request.
+                            session.unanswered().remove(id);
+                            if let Some(call) = session.in_flight().remove(id) {
+                                call.cancel();
+                            }
+                        }
+                        if let JsonRpcMessage::Request(request) = &message {
+                            session.unanswered().insert(request.id.clone());
                         }
                         if messages.send(message).await.is_err() {
                             break;
@@ -234,6 +279,7 @@ async fn read_lines<R: AsyncRead + Unpin>(
             }
             Err(e) => {
                 tracing::debug!(error = %e, "stdin closed");
+                session.settle().await;
                 break;
             }
         }
@@ -304,6 +350,7 @@ async fn write_lines<W: AsyncWrite + Unpin>(
         }
         batch.clear();
     }
+    session.writer_gone.store(true, Ordering::Release);
 }
 
 #[cfg(test)]
