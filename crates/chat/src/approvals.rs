@@ -58,6 +58,10 @@ const MAX_PREVIEW: usize = 300;
 const REMEMBER: Duration = Duration::from_secs(3600);
 /// Requests remembered at once; the oldest go first.
 const MAX_PENDING: usize = 1024;
+/// How soon a request's notice that could not be posted is tried again,
+/// and the longest pause between tries.
+const REPOST_FIRST: Duration = Duration::from_secs(2);
+const REPOST_MAX: Duration = Duration::from_secs(30);
 
 /// `[chat.approvals]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -241,7 +245,7 @@ impl Approvals {
         let agent = session
             .identity()
             .unwrap_or_else(|| session.label().to_owned());
-        let ((until, data), text) = {
+        let (until, data) = {
             let mut requests = self.requests();
             if requests
                 .get(&ask.id)
@@ -265,9 +269,8 @@ impl Approvals {
                 answer: None,
             };
             let claim = request.claim(self.settings.timeout);
-            let text = request.notice(&ask.id, self.settings.timeout.as_secs());
             requests.insert(ask.id.clone(), request);
-            (claim, text)
+            claim
         };
         let this = self.clone();
         tokio::spawn(async move {
@@ -289,7 +292,7 @@ impl Approvals {
                 }
             }
             tracing::info!(id = %ask.id, %agent, tool = %ask.tool, "permission request posted");
-            this.announce(channel, text).await;
+            this.post_request(&channel, &ask.id).await;
         });
     }
 
@@ -337,8 +340,9 @@ impl Approvals {
         let (this, session) = (self.clone(), Arc::downgrade(session));
         tokio::spawn(async move {
             for (id, asked) in orphans {
-                let left = Duration::from_micros(u64::try_from(asked.expires - now).unwrap_or(0));
-                let ago = Duration::from_micros(u64::try_from(now - asked.asked).unwrap_or(0));
+                let ago = Duration::from_micros(
+                    u64::try_from(Utc::now().timestamp_micros() - asked.asked).unwrap_or(0),
+                );
                 let request = Request {
                     request_id: asked.request_id.unwrap_or_else(|| id.clone()),
                     session: session.clone(),
@@ -359,7 +363,6 @@ impl Approvals {
                 ) {
                     continue;
                 }
-                let text = request.notice(&id, left.as_secs());
                 let taken = match this.requests().entry(id.clone()) {
                     std::collections::hash_map::Entry::Vacant(slot) => {
                         slot.insert(request);
@@ -370,7 +373,8 @@ impl Approvals {
                 };
                 if taken {
                     tracing::info!(%id, agent = %agent, "permission request taken over from an earlier process");
-                    this.announce(channel.clone(), text).await;
+                    let (this, channel) = (this.clone(), channel.clone());
+                    tokio::spawn(async move { this.post_request(&channel, &id).await });
                 }
             }
         });
@@ -567,6 +571,38 @@ impl Approvals {
             .await
         {
             tracing::warn!(%id, error = %e, "cannot record an approval's answer in the history");
+        }
+    }
+
+    /// Posts request `id`'s notice to the approvals channel, with the time
+    /// left to answer it. A notice that cannot be posted (the network is
+    /// down) is tried again, less and less often, while the request waits:
+    /// nobody can answer a request nobody saw.
+    async fn post_request(&self, channel: &Channel, id: &str) {
+        let mut pause = REPOST_FIRST;
+        loop {
+            let text = {
+                let requests = self.requests();
+                let Some(request) = requests
+                    .get(id)
+                    .filter(|r| r.pending(self.settings.timeout))
+                else {
+                    return;
+                };
+                let left = self
+                    .settings
+                    .timeout
+                    .saturating_sub(request.asked.elapsed());
+                request.notice(id, left.as_secs())
+            };
+            match self.backend.announce(channel, text, None).await {
+                Ok(()) => return,
+                Err(e) => {
+                    tracing::warn!(%id, %channel, error = %e, retry_in_s = pause.as_secs(), "cannot post a permission request to the approvals channel");
+                }
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(REPOST_MAX);
         }
     }
 

@@ -1545,6 +1545,71 @@ mod irc {
         assert!(daemon.stop().await.success());
     }
 
+    /// A request asked while the IRC server is down is posted once it is
+    /// back: nobody can answer a request nobody saw.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_request_asked_while_the_network_is_down_is_posted_when_it_returns() {
+        let mut server = IrcServer::start(ServerKind::InspIRCd, ServerOptions::default()).await;
+        let runtime = runtime_dir();
+        let dir = tempfile::tempdir().unwrap();
+        let file = config(
+            dir.path(),
+            &format!(
+                "[chat]\nbackend = \"irc\"\n[chat.irc]\nserver = \"127.0.0.1\"\nport = {}\nsend_timeout_s = 2\n\
+                 [chat.approvals]\nchannel = \"#approvals\"\n",
+                server.port()
+            ),
+        );
+        let socket = dir.path().join("relay.sock");
+        let daemon = Daemon::start(&socket, runtime.path(), &["--config", &file]).await;
+        let worker = shim_client(&socket, runtime.path(), "worker");
+        worker.initialize().await;
+        server.stop().await;
+        worker
+            .notify(PERMISSION_REQUEST, permission_request("downq"))
+            .await;
+        // The first attempt times out after send_timeout_s; then the server
+        // comes back.
+        tokio::time::sleep(Duration::from_secs(4)).await;
+        server.restart().await;
+        let carol = Human::connect(&server, "carol").await;
+        carol.join("#approvals").await;
+        let asked = carol
+            .expect(
+                |l| {
+                    l.command == "PRIVMSG"
+                        && l.trailing().is_some_and(|t| t.contains("Approval downq"))
+                },
+                Duration::from_secs(60),
+            )
+            .await;
+        assert!(
+            asked
+                .trailing()
+                .unwrap()
+                .contains("worker wants to run Bash"),
+            "{asked:?}"
+        );
+        assert!(
+            daemon
+                .log()
+                .contains("cannot post a permission request to the approvals channel"),
+            "the first attempt was to fail while the server was down:\n{}",
+            daemon.log()
+        );
+        carol.privmsg("#approvals", "yes downq").await;
+        let verdict = worker.wait_for(PERMISSION, 1, WAIT).await;
+        assert_eq!(
+            verdict[0].1["params"],
+            json!({"request_id": "downq", "behavior": "allow"}),
+            "daemon log:\n{}",
+            daemon.log()
+        );
+        worker.close().await;
+        carol.quit().await;
+        assert!(daemon.stop().await.success());
+    }
+
     /// Approvers as IRC services accounts: a person who only took an
     /// approver's nick is refused; one logged in to the account (under any
     /// nick) answers. The network vouches with IRCv3 `account-tag`.

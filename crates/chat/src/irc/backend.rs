@@ -898,10 +898,14 @@ impl Inner {
         tokio::time::timeout(self.settings.send_timeout, said)
             .await
             .map_err(|_| {
-                ChatError::Network(format!(
-                    "cannot post to {channel}: the IRC connection is {}",
-                    self.describe_observer()
-                ))
+                let why = match self.observer.status() {
+                    Status::Registered { .. } => format!(
+                        "the IRC server did not take the line within {} s",
+                        self.settings.send_timeout.as_secs()
+                    ),
+                    _ => format!("the IRC connection is {}", self.describe_observer()),
+                };
+                ChatError::Network(format!("cannot post to {channel}: {why}"))
             })?
             .map_err(network)?;
         Ok(())
