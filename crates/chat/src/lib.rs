@@ -33,7 +33,7 @@ pub use backend::{ChatBackend, ChatError, Delivery, Member};
 pub use history::{
     Durability, History, HistoryError, Location, Message, NewMessage, Origin, SenderKind, Since,
 };
-pub use local::LocalHub;
+pub use local::{LocalHub, SYSTEM_NICK};
 pub use names::{CaseMapping, Channel, NameError, NameRules, Nick, nick_for_process};
 pub use push::{PushMode, PushSettings};
 pub use tools::{ChatSettings, ChatTools};

@@ -14,8 +14,9 @@ use crate::{
     names::{Channel, NameRules, Nick},
 };
 
-/// The nick switchboard's own notices go out under.
-const SYSTEM_NICK: &str = "switchboard";
+/// The nick switchboard's own notices go out under; no agent or person
+/// may speak under it.
+pub const SYSTEM_NICK: &str = "switchboard";
 
 /// The in-process chat hub.
 pub struct LocalHub {

@@ -13,7 +13,7 @@ use std::{
 
 use serde::Deserialize;
 use switchboard_chat::{
-    ApprovalSettings, ChatSettings, Durability, NameRules, PushMode, PushSettings,
+    ApprovalSettings, ChatSettings, Durability, NameRules, PushMode, PushSettings, SYSTEM_NICK,
     irc::{DEFAULT_OBSERVER_NICK, FloodSettings, IrcSettings, Sasl, Tls},
 };
 use switchboard_docs::DocsConfig;
@@ -901,9 +901,21 @@ impl Config {
             ));
         }
         if let Some(nick) = &chat.nick {
-            rules
-                .nick(nick)
-                .map_err(|e| invalid("chat.nick (--nick, SWITCHBOARD_NICK)", e.to_string()))?;
+            const KEY: &str = "chat.nick (--nick, SWITCHBOARD_NICK)";
+            let nick = rules.nick(nick).map_err(|e| invalid(KEY, e.to_string()))?;
+            let own = match chat.backend {
+                Backend::Local => SYSTEM_NICK,
+                Backend::Irc => chat.irc.nick.as_deref().unwrap_or(DEFAULT_OBSERVER_NICK),
+            };
+            if rules.nick(own).is_ok_and(|own| own.key() == nick.key()) {
+                return Err(invalid(
+                    KEY,
+                    format!(
+                        "{} is the nick of switchboard's own notices; choose another",
+                        nick.name()
+                    ),
+                ));
+            }
         }
         let push = &chat.push;
         if !(1..=600).contains(&push.per_minute) {
@@ -1653,6 +1665,16 @@ max_text_bytes = 0
             (
                 "[chat]\nnick = \"two words\"",
                 "chat.nick (--nick, SWITCHBOARD_NICK):",
+            ),
+            // switchboard's own notices' nick, in any case; on IRC the
+            // observer's.
+            (
+                "[chat]\nnick = \"SwitchBoard\"",
+                "chat.nick (--nick, SWITCHBOARD_NICK): SwitchBoard is the nick of switchboard's own notices",
+            ),
+            (
+                "[chat]\nbackend = \"irc\"\nnick = \"watcher\"\n[chat.irc]\nserver = \"irc.example\"\nnick = \"Watcher\"",
+                "chat.nick (--nick, SWITCHBOARD_NICK): watcher is the nick",
             ),
         ];
         for (toml, key) in cases {
