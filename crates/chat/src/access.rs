@@ -90,6 +90,9 @@ impl Access {
             nick = nick.name(),
             "refused a nick the token does not hold"
         );
+        if rules.revoked {
+            return Err(revoked(grant.name()));
+        }
         Err(ToolError::new(format!(
             "the token {:?} may act only as {}, not as {}; leave out sender/nick to use {}",
             self.token(),
@@ -104,16 +107,21 @@ impl Access {
         if self.allows(channel.name()) {
             return Ok(());
         }
-        let rules = self.rules().map(|(_, r)| r.channels.join(", "));
         tracing::warn!(
             token = self.token(),
             channel = channel.name(),
             "refused a channel the token does not open"
         );
+        let open = match self.rules() {
+            Some((_, rules)) if rules.revoked => return Err(revoked(self.token())),
+            Some((_, rules)) if !rules.channels.is_empty() => {
+                format!("it may use {}", rules.channels.join(", "))
+            }
+            _ => "it opens no channel".to_owned(),
+        };
         Err(ToolError::new(format!(
-            "the token {:?} may not use {channel}; it may use {}",
-            self.token(),
-            rules.unwrap_or_default()
+            "the token {:?} may not use {channel}; {open}",
+            self.token()
         )))
     }
 
@@ -172,6 +180,14 @@ impl Access {
     }
 }
 
+/// The refusal for a token taken out of the config (or whose secret
+/// changed) since the caller presented it.
+fn revoked(token: &str) -> ToolError {
+    ToolError::new(format!(
+        "the token {token:?} is revoked (no longer in the config, or its secret changed); sign in with a current one"
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -210,6 +226,26 @@ mod tests {
         assert!(a.channel(&names.channel("#ops").unwrap()).is_err());
         assert!(a.restricts_channels());
         assert_eq!(a.default_nick().as_deref(), Some("alice"));
+    }
+
+    #[test]
+    fn a_revoked_token_is_told_so_rather_than_what_it_may_use() {
+        let names = NameRules::default();
+        let a = access(Rules {
+            nicks: vec!["alice".into()],
+            channels: vec!["#general".into()],
+            revoked: true,
+            ..Rules::unrestricted()
+        });
+        for refused in [
+            a.channel(&names.channel("#general").unwrap()).unwrap_err(),
+            a.nick(&names.nick("alice").unwrap()).unwrap_err(),
+        ] {
+            assert!(
+                refused.message().contains("\"alice\" is revoked"),
+                "{refused}"
+            );
+        }
     }
 
     #[test]

@@ -474,6 +474,22 @@ fn token_spec(
     }
     let rules = NameRules::default();
     let nicks = token.nicks.clone().unwrap_or_else(|| vec![name.to_owned()]);
+    if nicks.is_empty() {
+        return Err(invalid(
+            format!("{key}.nicks"),
+            format!(
+                "an empty list leaves {name:?} no nick to speak or wait as; list at least one, or leave the key out for the token's name"
+            ),
+        ));
+    }
+    if token.channels.is_empty() {
+        return Err(invalid(
+            format!("{key}.channels"),
+            format!(
+                "an empty list opens no channel to {name:?}; list patterns such as \"#team-*\", or leave the key out for every channel"
+            ),
+        ));
+    }
     for nick in &nicks {
         if rules.nick(&nick.replace(['*', '?'], "a")).is_err() {
             return Err(invalid(

@@ -669,6 +669,14 @@ async fn bad_token_configs_stop_the_daemon_naming_the_key() {
             "http.tokens[0].nicks",
         ),
         (
+            "[[http.tokens]]\nname = \"a\"\nsecret_file = \"alice.token\"\nnicks = []\n",
+            "http.tokens[0].nicks: an empty list leaves \"a\" no nick",
+        ),
+        (
+            "[[http.tokens]]\nname = \"a\"\nsecret_file = \"alice.token\"\nchannels = []\n",
+            "http.tokens[0].channels: an empty list opens no channel",
+        ),
+        (
             "[[http.tokens]]\nname = \"a\"\nsecret_file = \"alice.token\"\nsends_per_minute = 0\n",
             "http.tokens[0].sends_per_minute",
         ),
