@@ -118,11 +118,12 @@ pub fn backup_file(from: &Path, to: &Path, overwrite: bool) -> Result<Backup, Ba
         });
     }
     if to.exists() {
-        if !overwrite {
-            return Err(BackupError::Exists(to.to_owned()));
-        }
+        // Checked first: --force cannot help here, so it is not suggested.
         if same_file(from, to) {
             return Err(BackupError::SameFile(to.to_owned()));
+        }
+        if !overwrite {
+            return Err(BackupError::Exists(to.to_owned()));
         }
     }
     let write = |error| BackupError::Write {
@@ -334,8 +335,11 @@ mod tests {
         let err = backup_file(&from, &dir.path().join("no/such/dir/x.db"), false).unwrap_err();
         assert!(matches!(err, BackupError::NoDirectory { .. }), "{err}");
         assert!(err.to_string().contains("no/such/dir"), "{err}");
-        let err = backup_file(&from, &from, true).unwrap_err();
-        assert!(matches!(err, BackupError::SameFile(_)), "{err}");
+        for force in [true, false] {
+            let err = backup_file(&from, &from, force).unwrap_err();
+            assert!(matches!(err, BackupError::SameFile(_)), "{err}");
+            assert!(!err.to_string().contains("--force"), "{err}");
+        }
         assert_eq!(texts(&from), ["m0"]);
     }
 }
