@@ -145,7 +145,7 @@ pub enum NameError {
         max: usize,
     },
     #[error(
-        "nick {shown} {problem}; nicks start with a letter or one of _[]\\`^{{|}} and contain only letters, digits, - and those"
+        "nick {shown} {problem}; nicks start with an ASCII letter (a-z, A-Z) or one of _[]\\`^{{|}}, and go on with those, digits and -"
     )]
     NickChar { shown: String, problem: String },
 }

@@ -49,11 +49,13 @@ pub fn new(args: &TokenNewArgs) -> anyhow::Result<()> {
                 }
             })
             .collect();
-        let nick = if rules.nick(&nick).is_ok() {
-            nick
-        } else {
-            "…".into()
-        };
+        // A nick may not start with a digit or `-`: `_` in front makes it
+        // one; too long, it is cut to the longest nick every network takes.
+        let nick = [nick.clone(), format!("_{nick}")]
+            .into_iter()
+            .map(|n| n.chars().take(rules.nicklen).collect::<String>())
+            .find(|n| rules.nick(n).is_ok())
+            .unwrap_or_else(|| "…".into());
         format!("nicks = [{nick:?}]   # the nicks it speaks as ({name:?} is not a nick)\n")
     };
     let (source, shown) = match &args.file {

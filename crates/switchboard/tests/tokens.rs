@@ -770,4 +770,25 @@ async fn token_new_prints_lines_the_daemon_takes_as_they_are() {
     assert_eq!(nowhere.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&nowhere.stderr).contains("--file"));
     assert_eq!(std::fs::read_to_string(&file).unwrap().trim(), secret);
+
+    // A name that is no nick gets a nicks line that loads, and says so.
+    for (name, nick) in [("9lives", "_9lives"), ("bob.smith", "bob-smith")] {
+        let path = format!("secrets/{name}.token");
+        let output = run(&["new", name, "--file", &path]);
+        assert!(output.status.success(), "{output:?}");
+        let printed = String::from_utf8(output.stdout).unwrap();
+        assert!(
+            printed.contains(&format!("nicks = [\"{nick}\"]")),
+            "{printed}"
+        );
+        let lines = &printed[printed.find("[[http.tokens]]").unwrap()..];
+        std::fs::write(&config, lines).unwrap();
+        let loaded = command(&["--no-http", "--no-socket", "--stdio", "--config"])
+            .arg(&config)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .await
+            .unwrap();
+        assert!(loaded.status.success(), "{name}: {lines}\n{loaded:?}");
+    }
 }
