@@ -85,13 +85,25 @@ fn print_messages(messages: &[Value], out: &mut impl Write) -> std::io::Result<O
 
 /// `text` with every control character but tab written out (`\u{1b}`):
 /// anyone in a channel could otherwise send the terminal escape sequences.
+/// So are the invisible characters that reorder or hide what a line shows
+/// (bidirectional overrides, zero-width spaces); the joiners that emoji and
+/// some scripts need stay.
 fn printable(text: &str) -> std::borrow::Cow<'_, str> {
-    if !text.contains(|c: char| c.is_control() && c != '\t') {
+    let hidden = |c: char| {
+        (c.is_control() && c != '\t')
+            || matches!(
+                c,
+                '\u{200b}' | '\u{200e}' | '\u{200f}' | '\u{061c}' | '\u{2060}' | '\u{feff}'
+            )
+            || ('\u{202a}'..='\u{202e}').contains(&c)
+            || ('\u{2066}'..='\u{2069}').contains(&c)
+    };
+    if !text.contains(hidden) {
         return text.into();
     }
     text.chars()
         .map(|c| {
-            if c.is_control() && c != '\t' {
+            if hidden(c) {
                 c.escape_unicode().to_string()
             } else {
                 c.to_string()
@@ -200,6 +212,21 @@ mod tests {
         assert_eq!(
             String::from_utf8(out).unwrap(),
             "[15:21:22] <eve> \\u{1b}[31mred\\u{7}\tand \\u{9b}2J plain\n"
+        );
+    }
+
+    #[test]
+    fn tail_shows_the_invisible_characters_that_would_disguise_a_line() {
+        let messages = [json!({
+            "time": "2026-12-01T15:21:22Z",
+            "nick": "eve\u{200b}",
+            "text": "ok \u{202e}txt.exe\u{2069} 👨\u{200d}👩"
+        })];
+        let mut out = Vec::new();
+        print_messages(&messages, &mut out).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "[15:21:22] <eve\\u{200b}> ok \\u{202e}txt.exe\\u{2069} 👨\u{200d}👩\n"
         );
     }
 }
