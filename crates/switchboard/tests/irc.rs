@@ -894,7 +894,14 @@ async fn a_server_restart_loses_no_acknowledged_message(kind: ServerKind) {
     })
     .await;
     assert!(members.contains("#ops"), "{members}");
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // A channel that cannot be created now is not created behind the
+    // caller's back once the network returns.
+    let created = call(&bridge.client, "create_channel", json!({"name": "#later"})).await;
+    assert!(
+        is_error(&created) && text(&created).contains("nothing was created"),
+        "{}",
+        text(&created)
+    );
     server.restart().await;
     let acknowledged = during.await.unwrap();
 
@@ -903,6 +910,10 @@ async fn a_server_restart_loses_no_acknowledged_message(kind: ServerKind) {
     human.join("#ops").await;
     bridge.send_ok("#ops", "alice", "after the outage").await;
     human.expect(privmsg_from("alice", "#ops"), WAIT).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(human.join("#later").await, ["carol"]);
+    let listed = call(&bridge.client, "list_channels", json!({})).await;
+    assert!(!text(&listed).contains("#later"), "{}", text(&listed));
     human.privmsg("#ops", "welcome back").await;
     let mut recorded = Vec::new();
     for _ in 0..100 {

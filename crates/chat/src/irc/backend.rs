@@ -1186,16 +1186,25 @@ impl ChatBackend for IrcBackend {
         channel: &'a Channel,
     ) -> BoxFuture<'a, Result<bool, ChatError>> {
         async move {
-            let join = self.inner.observer.join(channel);
-            tokio::time::timeout(self.inner.settings.send_timeout, join)
-                .await
-                .map_err(|_| {
-                    ChatError::Network(format!(
-                        "cannot create {channel}: the IRC connection is {}",
-                        self.inner.describe_observer()
-                    ))
-                })?
-                .map_err(network)?;
+            let inner = &self.inner;
+            let known = matches!(inner.history.channel_row(channel.key()), Ok(Some(_)));
+            let join = inner.observer.join(channel);
+            let failed = match tokio::time::timeout(inner.settings.send_timeout, join).await {
+                Ok(Ok(())) => None,
+                Ok(Err(e)) => Some(network(e)),
+                Err(_) => Some(ChatError::Network(format!(
+                    "cannot create {channel}: the IRC connection is {}; nothing was created, try again once it is back",
+                    inner.describe_observer()
+                ))),
+            };
+            if let Some(error) = failed {
+                // A channel that failed to be created is not joined later
+                // behind the caller's back.
+                if !known {
+                    inner.observer.part(channel);
+                }
+                return Err(error);
+            }
             Ok(self.inner.history.ensure_channel(channel).await?)
         }
         .boxed()

@@ -722,9 +722,16 @@ impl Actor {
 /// the server has answered the PING after the JOIN.
 fn join_as_send(channel: Channel, reply: oneshot::Sender<Result<(), ConnError>>) -> Parked {
     let (sent_tx, sent_rx) = oneshot::channel();
+    let mut reply = reply;
     tokio::spawn(async move {
-        let result = sent_rx.await.unwrap_or(Err(ConnError::Shutdown));
-        let _ = reply.send(result.map(|_| ()));
+        tokio::select! {
+            result = sent_rx => {
+                let _ = reply.send(result.unwrap_or(Err(ConnError::Shutdown)).map(|_| ()));
+            }
+            // The caller gave up: dropping `sent_rx` tells the connection
+            // to join nothing for it.
+            () = reply.closed() => {}
+        }
     });
     Parked {
         channel,
