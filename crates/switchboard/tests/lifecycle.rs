@@ -596,3 +596,43 @@ async fn serve_raises_its_open_files_limit_to_the_hard_one() {
     assert_eq!(soft, "4096");
     child.kill().await.unwrap();
 }
+
+/// A failure at run time is said once on stderr (not also as a log line
+/// there), and logged when the log goes to a file, which only its owner
+/// may read.
+#[tokio::test]
+async fn a_failure_at_run_time_is_said_once_and_logged_to_a_private_file() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let not_a_dir = dir.path().join("data");
+    std::fs::write(&not_a_dir, "").unwrap();
+    let data = not_a_dir.to_str().unwrap();
+    let run = |extra: &[&str]| {
+        let mut args = vec!["--stdio", "--no-http", "--no-socket", "--data-dir", data];
+        args.extend(extra);
+        let mut cmd = command(&args);
+        cmd.stdin(std::process::Stdio::null());
+        async move {
+            tokio::time::timeout(Duration::from_secs(10), cmd.output())
+                .await
+                .unwrap()
+                .unwrap()
+        }
+    };
+    let output = run(&[]).await;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert_eq!(
+        stderr.matches("it is a file, not a directory").count(),
+        1,
+        "{stderr}"
+    );
+
+    let log = dir.path().join("sb.log");
+    let output = run(&["--log-file", log.to_str().unwrap()]).await;
+    assert_eq!(output.status.code(), Some(1));
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(logged.contains("it is a file, not a directory"), "{logged}");
+    let mode = std::fs::metadata(&log).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "{mode:o}");
+}
