@@ -1154,6 +1154,14 @@ impl Config {
                     "the token has spaces at its ends or control characters, which no client can present; set a plain secret (switchboard token new makes one)",
                 ));
             }
+            if secret.chars().count() < MIN_SECRET_CHARS {
+                return Err(invalid(
+                    self.http.token_env.clone(),
+                    format!(
+                        "the token is shorter than {MIN_SECRET_CHARS} characters, which anyone who can reach the port may guess; set a long random one (switchboard token new makes one)"
+                    ),
+                ));
+            }
             specs.push(TokenSpec {
                 name: self.http.token_env.clone(),
                 secret,
@@ -1541,7 +1549,7 @@ max_text_bytes = 0
 
     #[test]
     fn a_token_no_client_can_present_is_refused() {
-        for secret in ["   ", " padded", "tab\there"] {
+        for secret in ["   ", " padded", "tab\there", "s3cret", "fifteen-chars-x"] {
             let err = Config::default()
                 .tokens(&env_of(&[(DEFAULT_TOKEN_ENV, secret)]))
                 .unwrap_err()
@@ -1591,7 +1599,7 @@ max_text_bytes = 0
         let err = Config::load(&args, &env_of(&[])).unwrap_err();
         assert!(err.to_string().starts_with("http.listen:"), "{err}");
         assert!(err.to_string().contains(DEFAULT_TOKEN_ENV));
-        assert!(Config::load(&args, &env_of(&[(DEFAULT_TOKEN_ENV, "s3cret")])).is_ok());
+        assert!(Config::load(&args, &env_of(&[(DEFAULT_TOKEN_ENV, "s3cret-long-enough")])).is_ok());
         let args = ServeArgs {
             insecure_no_auth: true,
             ..args

@@ -193,7 +193,7 @@ async fn non_loopback_bind_needs_a_token_and_then_enforces_it() {
 
     let server = Server::start_with(
         &["--ephemeral", "--http", "0.0.0.0:0"],
-        &[("SWITCHBOARD_HTTP_TOKEN", "s3cret")],
+        &[("SWITCHBOARD_HTTP_TOKEN", "s3cret-s3cret-s3cret")],
     )
     .await;
     let url = format!("http://127.0.0.1:{}/mcp", server.addr.port());
@@ -211,7 +211,13 @@ async fn non_loopback_bind_needs_a_token_and_then_enforces_it() {
     };
     assert_eq!(post(None).await.unwrap().status(), 401);
     assert_eq!(post(Some("Bearer wrong")).await.unwrap().status(), 401);
-    assert_eq!(post(Some("Bearer s3cret")).await.unwrap().status(), 200);
+    assert_eq!(
+        post(Some("Bearer s3cret-s3cret-s3cret"))
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
     let sse = reqwest::Client::new()
         .get(format!("http://127.0.0.1:{}/sse", server.addr.port()))
         .send()

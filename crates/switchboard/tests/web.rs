@@ -359,7 +359,7 @@ async fn the_stream_resumes_from_an_id_and_resets_on_another_historys() {
 async fn a_token_is_asked_once_and_kept_in_a_strict_cookie() {
     let server = Server::start_with(
         &["--ephemeral"],
-        &[("SWITCHBOARD_HTTP_TOKEN", "open sesame")],
+        &[("SWITCHBOARD_HTTP_TOKEN", "open sesame, please")],
     )
     .await;
     // The page needs no token; its data does.
@@ -382,7 +382,12 @@ async fn a_token_is_asked_once_and_kept_in_a_strict_cookie() {
     let wrong = post(&server, "/api/login", json!({"token": "guess"})).await;
     assert_eq!(wrong.status(), 401);
     assert!(wrong.headers().get(header::SET_COOKIE).is_none());
-    let right = post(&server, "/api/login", json!({"token": "open sesame"})).await;
+    let right = post(
+        &server,
+        "/api/login",
+        json!({"token": "open sesame, please"}),
+    )
+    .await;
     assert_eq!(right.status(), 204);
     let cookie = right.headers()[header::SET_COOKIE]
         .to_str()
@@ -413,7 +418,7 @@ async fn a_token_is_asked_once_and_kept_in_a_strict_cookie() {
     // It holds no secret: its value is no bearer token either.
     let value = pair.split_once('=').unwrap().1;
     assert!(
-        !pair.contains("open") && !pair.contains(&hex("open sesame")),
+        !pair.contains("open") && !pair.contains(&hex("open sesame, please")),
         "{pair}"
     );
     let mcp = client
@@ -427,7 +432,7 @@ async fn a_token_is_asked_once_and_kept_in_a_strict_cookie() {
     assert_eq!(mcp.status(), 401);
     let bearer = client
         .get(server.url("/api/channels"))
-        .bearer_auth("open sesame")
+        .bearer_auth("open sesame, please")
         .send()
         .await
         .unwrap();
