@@ -149,7 +149,7 @@ pub struct ServeArgs {
     #[arg(long)]
     pub stdio: bool,
     /// Listen for HTTP on ADDR (default 127.0.0.1:8090).
-    #[arg(long, value_name = "ADDR", conflicts_with = "no_http")]
+    #[arg(long, value_name = "ADDR", conflicts_with = "no_http", value_parser = crate::config::parse_listen)]
     pub http: Option<SocketAddr>,
     /// Do not serve HTTP.
     #[arg(long)]

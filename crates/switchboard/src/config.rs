@@ -144,6 +144,7 @@ pub struct LogConfig {
 #[serde(default, deny_unknown_fields)]
 pub struct HttpConfig {
     pub enabled: bool,
+    #[serde(deserialize_with = "deserialize_listen")]
     pub listen: SocketAddr,
     /// Host names accepted in the `Host` header besides loopback names and
     /// the listen address.
@@ -543,6 +544,42 @@ fn token_spec(
     })
 }
 
+/// An address to listen on (`--http`, `SWITCHBOARD_HTTP`, `http.listen`):
+/// an IP address and a port. What is wrong with anything else is said.
+pub fn parse_listen(text: &str) -> Result<SocketAddr, String> {
+    if let Ok(addr) = text.parse() {
+        return Ok(addr);
+    }
+    if let Ok(ip) = text.parse::<std::net::IpAddr>() {
+        let ip = SocketAddr::new(ip, 8090);
+        return Err(format!("{text} has no port; add one, as in {ip}"));
+    }
+    let host = text.rsplit_once(':').map_or(text, |(host, _)| host);
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    if bare.parse::<std::net::IpAddr>().is_ok() {
+        return Err(format!(
+            "the port of {text} is not a number from 0 to 65535"
+        ));
+    }
+    if !host.is_empty()
+        && host
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || ".-".contains(c))
+    {
+        return Err(format!(
+            "{text} names a host; give an IP address and a port, such as 127.0.0.1:8090 or [::1]:8090 (switchboard does not look names up to listen)"
+        ));
+    }
+    Err(format!(
+        "{text} is not an IP address and a port, such as 127.0.0.1:8090"
+    ))
+}
+
+fn deserialize_listen<'de, D: serde::Deserializer<'de>>(de: D) -> Result<SocketAddr, D::Error> {
+    let text = String::deserialize(de)?;
+    parse_listen(&text).map_err(serde::de::Error::custom)
+}
+
 fn invalid(key: impl Into<String>, problem: impl Into<String>) -> ConfigError {
     ConfigError::Invalid {
         key: key.into(),
@@ -720,13 +757,7 @@ impl Config {
             self.ephemeral = false;
         }
         if let Some(v) = env("SWITCHBOARD_HTTP") {
-            self.http.listen = v.parse().map_err(|_| {
-                bad(
-                    "SWITCHBOARD_HTTP",
-                    &v,
-                    "expected an address such as 127.0.0.1:8090",
-                )
-            })?;
+            self.http.listen = parse_listen(&v).map_err(|e| bad("SWITCHBOARD_HTTP", &v, &e))?;
         }
         if let Some(v) = env("MCP_PORT") {
             let port: u16 = v
@@ -1545,6 +1576,35 @@ max_text_bytes = 0
         };
         let err = Config::load(&args, &env_of(&[])).unwrap_err().to_string();
         assert!(err.starts_with("--profile nope: no profile named"), "{err}");
+    }
+
+    #[test]
+    fn a_listen_address_that_is_no_ip_and_port_says_what_is_missing() {
+        assert_eq!(
+            parse_listen("[::1]:9000").unwrap(),
+            "[::1]:9000".parse().unwrap()
+        );
+        for (text, said) in [
+            (
+                "localhost:8090",
+                "names a host; give an IP address and a port",
+            ),
+            ("example.com", "names a host"),
+            ("127.0.0.1", "has no port; add one, as in 127.0.0.1:8090"),
+            ("::1", "as in [::1]:8090"),
+            ("1.2.3.4:99999", "the port of 1.2.3.4:99999 is not a number"),
+            ("[::1]:http", "is not a number"),
+            ("127.0.0.1 :80", "is not an IP address and a port"),
+            ("", "is not an IP address and a port"),
+        ] {
+            let err = parse_listen(text).unwrap_err();
+            assert!(err.contains(said), "{text:?}: {err}");
+        }
+        let err = Config::from_toml("[http]\nlisten = \"localhost:8090\"\n").unwrap_err();
+        assert!(
+            err.contains("listen = \"localhost:8090\"") && err.contains("names a host"),
+            "{err}"
+        );
     }
 
     #[test]
