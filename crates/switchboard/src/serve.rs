@@ -200,6 +200,11 @@ fn registry(
             problem: e.to_string(),
         })
     })?;
+    if registry.tools(None).next().is_none() {
+        tracing::warn!(
+            "no toolset is on (chat.enabled = false and no docs, catalog, templates or commands): clients will list no tools"
+        );
+    }
     Ok(Built {
         registry,
         chat,

@@ -636,3 +636,27 @@ async fn a_failure_at_run_time_is_said_once_and_logged_to_a_private_file() {
     let mode = std::fs::metadata(&log).unwrap().permissions().mode();
     assert_eq!(mode & 0o777, 0o600, "{mode:o}");
 }
+
+/// With chat off and nothing else configured, clients would list no tools:
+/// said at start rather than left to be puzzled over.
+#[tokio::test]
+async fn a_server_with_no_toolset_says_so_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("off.toml");
+    std::fs::write(&file, "[chat]\nenabled = false\n").unwrap();
+    let mut cmd = command(&[
+        "--stdio",
+        "--no-http",
+        "--no-socket",
+        "--config",
+        file.to_str().unwrap(),
+    ]);
+    cmd.stdin(std::process::Stdio::null());
+    let output = tokio::time::timeout(Duration::from_secs(10), cmd.output())
+        .await
+        .unwrap()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(stderr.contains("no toolset is on"), "{stderr}");
+}
