@@ -36,9 +36,10 @@ pub fn run(args: &BackupArgs, env: &dyn Fn(&str) -> Option<String>) -> anyhow::R
     };
     let done = backup_file(&from, &args.path, args.force)?;
     println!(
-        "backed up {} ({} messages, {} bytes) to {}",
+        "backed up {} ({} message{}, {} bytes) to {}",
         from.display(),
         done.messages,
+        if done.messages == 1 { "" } else { "s" },
         done.bytes,
         args.path.display()
     );
