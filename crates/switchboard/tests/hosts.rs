@@ -221,6 +221,21 @@ impl Host {
         .await;
     }
 
+    /// Sends `text_` as `sender`; the tool's error text if it fails.
+    async fn try_send(&self, sender: &str, text_: String) -> Result<(), String> {
+        let result = self
+            .call(
+                "send_message",
+                json!({"channel": CHANNEL, "text": text_, "sender": sender}),
+            )
+            .await;
+        if is_error(&result) {
+            Err(text(&result))
+        } else {
+            Ok(())
+        }
+    }
+
     /// Stops the daemon (SIGTERM), expects a clean exit, and hands back its
     /// files.
     async fn stop(self) -> tempfile::TempDir {
@@ -647,6 +662,67 @@ async fn a_nick_taken_on_both_sides_of_a_netsplit_is_never_spoken_under_another_
         }
     }
     tokio::join!(a.stop(), b.stop());
+}
+
+/// After a netsplit renames both hosts' `bob`, one claims the nick back;
+/// the other keeps trying, and speaks as `bob` again once the first host's
+/// agent has gone, without a restart, however busy it kept its connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nick_lost_to_a_netsplit_is_claimed_back_once_its_holder_leaves() {
+    let mut network = IrcNetwork::start(ServerOptions::default()).await;
+    let (a, b) = two_hosts(&network).await;
+    b.send("bob", "bob of host b before the split").await;
+    both_record(&a, &b, "bob of host b before the split").await;
+    network.split().await;
+    a.wait_members(&["sb-a"], &["bob", "sb-b"]).await;
+    a.send("bob", "bob of host a during the split").await;
+    network.heal().await;
+    tokio::join!(
+        a.wait_members(&["sb-a", "sb-b"], &[]),
+        b.wait_members(&["sb-a", "sb-b"], &[])
+    );
+    let mut round = 0;
+    let winner = eventually(WAIT, "a send as bob after the heal", || {
+        round += 1;
+        let (to_a, to_b) = (
+            a.try_send("bob", format!("a, round {round}")),
+            b.try_send("bob", format!("b, round {round}")),
+        );
+        async move {
+            match tokio::join!(to_a, to_b) {
+                (Ok(()), Err(_)) => Ok("a"),
+                (Err(_), Ok(())) => Ok("b"),
+                (a, b) => Err(format!("host a: {a:?}, host b: {b:?}")),
+            }
+        }
+    })
+    .await;
+    let (holder, other) = if winner == "a" { (a, b) } else { (b, a) };
+    // Past the moment the other host claims bob back, and finds it taken.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let refused = other
+        .try_send("bob", "while bob is taken".into())
+        .await
+        .unwrap_err();
+    assert!(refused.contains("renamed bob's connection"), "{refused}");
+    holder.stop().await;
+    // The other host keeps its renamed connection busy, as an agent that
+    // retries does, until the nick is its own again.
+    let mut round = 0;
+    eventually(Duration::from_secs(60), "bob claimed back", || {
+        round += 1;
+        other.try_send("bob", format!("after the holder left, round {round}"))
+    })
+    .await;
+    let history = other.history().await;
+    assert!(
+        history
+            .iter()
+            .any(|m| m.nick == "bob" && m.text.starts_with("after the holder left")),
+        "{}",
+        other.log()
+    );
+    other.stop().await;
 }
 
 /// An agent's connection killed off the network (by an operator, or a

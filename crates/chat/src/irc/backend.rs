@@ -1002,7 +1002,7 @@ impl Inner {
             && !self.is_own_nick(sender.name(), &nick)
         {
             return Err(ChatError::Network(format!(
-                "not delivered: the IRC server renamed {sender}'s connection to {nick} (another {sender} is on the network, as after a netsplit); switchboard is claiming {sender} back, so try again shortly"
+                "not delivered: the IRC server renamed {sender}'s connection to {nick} (another {sender} is on the network, as after a netsplit); switchboard claims {sender} back once it is free, so try again shortly"
             )));
         }
         if kind == SenderKind::Agent {

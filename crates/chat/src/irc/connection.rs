@@ -44,6 +44,10 @@ const KEEPALIVE_GRACE: Duration = Duration::from_secs(60);
 /// at the same instant on their own servers and collide again, round after
 /// round.
 const RECLAIM_WINDOW: Duration = Duration::from_secs(1);
+/// When every nick of its own was taken, claiming starts over this long
+/// after: whoever holds the nick may leave (the other side of a netsplit's
+/// agent, a person who borrowed it).
+const RECLAIM_RETRY: Duration = Duration::from_secs(30);
 
 /// Where and how to connect, shared by every connection of a backend.
 #[derive(Debug, Clone)]
@@ -504,6 +508,7 @@ impl Actor {
             pinged: false,
             reclaiming: None,
             reclaim_at: None,
+            reclaim_rounds: 0,
         };
         let deadline = Instant::now() + endpoint.register_timeout;
         let register = session.register(&endpoint, &self.identity, &self.fallbacks);
@@ -630,14 +635,18 @@ impl Actor {
     }
 
     /// Asks for the nick `s.reclaiming` points at; when none is left, keeps
-    /// the one the server gave.
+    /// the one the server gave and starts over after [`RECLAIM_RETRY`].
     fn claim(&self, s: &mut Session) {
         let next = s.reclaiming.and_then(|i| self.nicks().nth(i));
         match next {
             Some(nick) => s.enqueue(WireLine::new("NICK", &[nick])),
             None => {
-                tracing::warn!(nick = %s.nick, "no nick of its own is free; keeping the one the IRC server gave");
-                s.reclaiming = None;
+                if s.reclaim_rounds == 0 {
+                    tracing::warn!(nick = %s.nick, retry_s = RECLAIM_RETRY.as_secs(), "no nick of its own is free; keeping the one the IRC server gave until one is");
+                }
+                s.reclaim_rounds += 1;
+                s.reclaiming = Some(0);
+                s.reclaim_at = Some(Instant::now() + RECLAIM_RETRY + reclaim_delay());
             }
         }
     }
@@ -690,6 +699,9 @@ impl Actor {
                 let ours = self.nicks().any(|n| n == new.as_str());
                 s.reclaiming = if ours { None } else { Some(0) };
                 s.reclaim_at = (!ours).then(|| Instant::now() + reclaim_delay());
+                if ours {
+                    s.reclaim_rounds = 0;
+                }
                 if !ours {
                     tracing::info!(nick = %new, "the IRC server renamed this connection; claiming a nick of its own back");
                 }
@@ -834,6 +846,8 @@ struct Session {
     reclaiming: Option<usize>,
     /// When to start claiming back (see [`RECLAIM_WINDOW`]).
     reclaim_at: Option<Instant>,
+    /// Rounds of claiming back that found every nick of its own taken.
+    reclaim_rounds: u32,
 }
 
 impl Session {
