@@ -97,6 +97,13 @@ pub trait ChatBackend: Send + Sync + 'static {
     fn members<'a>(&'a self, channel: &'a Channel)
     -> BoxFuture<'a, Result<Vec<Member>, ChatError>>;
 
+    /// Why what is said on the network is not being recorded right now (an
+    /// IRC connection that is down), if it is not. The default: always
+    /// recording.
+    fn outage(&self) -> Option<String> {
+        None
+    }
+
     /// Leaves the network politely at shutdown. The default has nothing to do.
     fn close(&self) -> BoxFuture<'_, ()> {
         Box::pin(async {})

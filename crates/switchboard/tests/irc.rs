@@ -894,6 +894,13 @@ async fn a_server_restart_loses_no_acknowledged_message(kind: ServerKind) {
     })
     .await;
     assert!(members.contains("#ops"), "{members}");
+    // Reads say they may be missing what the network says meanwhile.
+    let read = call(&bridge.client, "read_messages", json!({"channel": "#ops"})).await;
+    assert!(
+        !is_error(&read) && text(&read).contains("(Not up to date: the IRC connection is"),
+        "{}",
+        text(&read)
+    );
     // A channel that cannot be created now is not created behind the
     // caller's back once the network returns.
     let created = call(&bridge.client, "create_channel", json!({"name": "#later"})).await;
@@ -934,6 +941,8 @@ async fn a_server_restart_loses_no_acknowledged_message(kind: ServerKind) {
         "observer did not record again: {recorded:?}\n{}",
         bridge.log()
     );
+    let read = call(&bridge.client, "read_messages", json!({"channel": "#ops"})).await;
+    assert!(!text(&read).contains("Not up to date"), "{}", text(&read));
     for text_ in acknowledged
         .iter()
         .map(String::as_str)

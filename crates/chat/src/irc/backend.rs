@@ -1181,6 +1181,22 @@ impl ChatBackend for IrcBackend {
         .boxed()
     }
 
+    fn outage(&self) -> Option<String> {
+        let inner = &self.inner;
+        match inner.observer.status() {
+            Status::Registered { .. } => None,
+            Status::Failed(_) => Some(format!(
+                "the IRC connection {}; {}",
+                inner.describe_observer(),
+                inner.until_connected()
+            )),
+            _ => Some(format!(
+                "the IRC connection is {}; switchboard records the channels again once it is back",
+                inner.describe_observer()
+            )),
+        }
+    }
+
     fn create_channel<'a>(
         &'a self,
         channel: &'a Channel,
