@@ -151,6 +151,12 @@ impl Access {
         if let Some(limit) = rules.sends_per_minute
             && messages > limit as usize
         {
+            tracing::warn!(
+                token = grant.name(),
+                lines = messages,
+                limit,
+                "refused a text of more lines than the token may send a minute"
+            );
             return Err(ToolError::new(format!(
                 "the token {:?} may send {limit} messages a minute, and this text makes {messages} (one a line); send fewer lines at a time",
                 grant.name()
