@@ -1336,6 +1336,15 @@ async fn a_person_approves_a_pending_request_with_a_button() {
         )
         .await;
     answer_name(&browser, "ann").await;
+    // The page checks a new name with the server before taking it.
+    browser
+        .until(
+            "ann's name taken",
+            "return !document.getElementById('name-dialog').open
+                    && document.getElementById('who').textContent === 'ann'",
+            WAIT,
+        )
+        .await;
     // A double click answers once.
     browser
         .run(
