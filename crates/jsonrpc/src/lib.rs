@@ -227,10 +227,16 @@ pub fn strip_bom(bytes: &[u8]) -> &[u8] {
     bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes)
 }
 
+/// Parses one message's JSON as [`classify`] does: an object that names a
+/// key twice is an error, since parsers disagree on which value counts.
+pub fn parse_json(bytes: &[u8]) -> Result<Value, serde_json::Error> {
+    serde_json::from_slice(strip_bom(bytes)).map(|Unambiguous(value)| value)
+}
+
 /// Decides what one incoming message is: a [`Message`], or the
 /// [`Rejection`] to send back.
 pub fn classify(bytes: &[u8]) -> Result<Message, Rejection> {
-    let Unambiguous(value) = serde_json::from_slice(strip_bom(bytes))
+    let value = parse_json(bytes)
         .map_err(|e| Rejection::new(None, code::PARSE_ERROR, format!("parse error: {e}")))?;
     let object = match value {
         Value::Object(object) => object,

@@ -81,7 +81,7 @@ pub fn check_replies(input: &[u8], output: &[u8], answers: Answers) {
     let mut not_json = 0;
     let mut sent_ids = Vec::new();
     for line in &lines {
-        let Ok(value) = serde_json::from_slice::<Value>(line) else {
+        let Ok(value) = switchboard_jsonrpc::parse_json(line) else {
             not_json += 1;
             continue;
         };
