@@ -145,9 +145,10 @@ async fn limit_streams(
         );
     };
     next.run(request).await.map(|body| {
-        Body::new(Held {
+        Body::new(Guarded {
             body,
-            _permit: permit,
+            deadline: None,
+            _permit: Some(permit),
         })
     })
 }
@@ -167,18 +168,27 @@ pub fn busy(message: &str) -> Response {
 /// enough for [`BODY_IDLE_TIMEOUT`], would otherwise hold its place (and at
 /// `/mcp` one of `http.max_streams`) for as long as it likes.
 async fn body_deadline(request: Request, next: Next) -> Response {
-    let deadline = Box::pin(tokio::time::sleep(BODY_TOTAL_TIMEOUT));
-    next.run(request.map(|body| Body::new(Deadline { body, deadline })))
-        .await
+    let deadline = Some(Box::pin(tokio::time::sleep(BODY_TOTAL_TIMEOUT)));
+    next.run(request.map(|body| {
+        Body::new(Guarded {
+            body,
+            deadline,
+            _permit: None,
+        })
+    }))
+    .await
 }
 
-/// A request body that fails once its deadline passes.
-struct Deadline {
+/// A body with what it must carry while it is read: a deadline after which
+/// it fails (a request body), or a permit it holds until it is done or
+/// dropped (a response body).
+struct Guarded {
     body: Body,
-    deadline: std::pin::Pin<Box<tokio::time::Sleep>>,
+    deadline: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
+    _permit: Option<OwnedSemaphorePermit>,
 }
 
-impl http_body::Body for Deadline {
+impl http_body::Body for Guarded {
     type Data = bytes::Bytes;
     type Error = axum::Error;
 
@@ -186,7 +196,9 @@ impl http_body::Body for Deadline {
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
-        if self.deadline.as_mut().poll(cx).is_ready() {
+        if let Some(deadline) = self.deadline.as_mut()
+            && deadline.as_mut().poll(cx).is_ready()
+        {
             let late = std::io::Error::new(
                 std::io::ErrorKind::TimedOut,
                 format!(
@@ -196,32 +208,6 @@ impl http_body::Body for Deadline {
             );
             return std::task::Poll::Ready(Some(Err(axum::Error::new(late))));
         }
-        std::pin::Pin::new(&mut self.body).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
-    }
-
-    fn size_hint(&self) -> http_body::SizeHint {
-        self.body.size_hint()
-    }
-}
-
-/// A response body that holds a permit until it is done or dropped.
-struct Held {
-    body: Body,
-    _permit: OwnedSemaphorePermit,
-}
-
-impl http_body::Body for Held {
-    type Data = bytes::Bytes;
-    type Error = axum::Error;
-
-    fn poll_frame(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
         std::pin::Pin::new(&mut self.body).poll_frame(cx)
     }
 
