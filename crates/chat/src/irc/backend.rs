@@ -799,12 +799,14 @@ impl Inner {
         }
     }
 
-    fn describe_observer(&self) -> String {
+    /// The observer's connection in words, for errors and notes that say
+    /// why switchboard cannot hear the network: "the IRC connection is …".
+    fn connection_state(&self) -> String {
         match self.observer.status() {
-            Status::Registered { .. } => "connected".into(),
-            Status::Connecting => "connecting".into(),
-            Status::Disconnected(e) => format!("reconnecting after: {e}"),
-            Status::Failed(e) => format!("failed: {e}"),
+            Status::Registered { .. } => "the IRC connection is up".into(),
+            Status::Connecting => "the IRC connection is connecting".into(),
+            Status::Disconnected(e) => format!("the IRC connection is reconnecting after: {e}"),
+            Status::Failed(e) => format!("the IRC connection failed: {e}"),
         }
     }
 
@@ -903,7 +905,7 @@ impl Inner {
                         "the IRC server did not take the line within {} s",
                         self.settings.send_timeout.as_secs()
                     ),
-                    _ => format!("the IRC connection is {}", self.describe_observer()),
+                    _ => self.connection_state(),
                 };
                 ChatError::Network(format!("cannot post to {channel}: {why}"))
             })?
@@ -951,8 +953,8 @@ impl Inner {
                 let progress = *progress.lock().expect("progress lock");
                 let mut error = match progress.stage {
                     Stage::Waiting => format!(
-                        "not delivered: nothing was sent to {channel} within {secs} s (the IRC connection is {})",
-                        self.describe_observer()
+                        "not delivered: nothing was sent to {channel} within {secs} s ({})",
+                        self.connection_state()
                     ),
                     Stage::Written => format!(
                         "not confirmed: the lines to {channel} were written but the IRC server did not confirm them within {secs} s; they may or may not have been delivered"
@@ -1186,13 +1188,13 @@ impl ChatBackend for IrcBackend {
         match inner.observer.status() {
             Status::Registered { .. } => None,
             Status::Failed(_) => Some(format!(
-                "the IRC connection {}; {}",
-                inner.describe_observer(),
+                "{}; {}",
+                inner.connection_state(),
                 inner.until_connected()
             )),
             _ => Some(format!(
-                "the IRC connection is {}; switchboard records the channels again once it is back",
-                inner.describe_observer()
+                "{}; switchboard records the channels again once it is back",
+                inner.connection_state()
             )),
         }
     }
@@ -1209,8 +1211,9 @@ impl ChatBackend for IrcBackend {
                 Ok(Ok(())) => None,
                 Ok(Err(e)) => Some(network(e)),
                 Err(_) => Some(ChatError::Network(format!(
-                    "cannot create {channel}: the IRC connection is {}; nothing was created, try again once it is back",
-                    inner.describe_observer()
+                    "cannot create {channel}: {}; nothing was created, {}",
+                    inner.connection_state(),
+                    inner.until_connected()
                 ))),
             };
             if let Some(error) = failed {
@@ -1254,8 +1257,8 @@ impl ChatBackend for IrcBackend {
         async move {
             if !matches!(self.inner.observer.status(), Status::Registered { .. }) {
                 return Err(ChatError::Network(format!(
-                    "the IRC connection is {}; {}",
-                    self.inner.describe_observer(),
+                    "{}; {}",
+                    self.inner.connection_state(),
                     self.inner.until_connected()
                 )));
             }
@@ -1288,8 +1291,8 @@ impl ChatBackend for IrcBackend {
                             "switchboard is not in {channel}; send_message or create_channel joins it"
                         ),
                         _ => format!(
-                            "the members of {channel} are unknown while the IRC connection is {}; {}",
-                            self.inner.describe_observer(),
+                            "the members of {channel} are unknown while {}; {}",
+                            self.inner.connection_state(),
                             self.inner.until_connected()
                         ),
                     })
