@@ -193,9 +193,6 @@ pub fn run() -> ExitCode {
             ExitCode::from(2)
         }
         Err(e) => {
-            if logging::to_file() {
-                tracing::error!("{e:#}");
-            }
             say_to_stderr(format_args!("switchboard: {e:#}"));
             ExitCode::FAILURE
         }

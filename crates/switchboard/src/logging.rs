@@ -1,27 +1,10 @@
 //! Logging to stderr or a file, never to stdout (stdout may carry MCP).
 
-use std::{
-    fs::OpenOptions,
-    io::IsTerminal,
-    os::unix::fs::OpenOptionsExt,
-    path::Path,
-    sync::{
-        Mutex,
-        atomic::{AtomicBool, Ordering},
-    },
-};
+use std::{fs::OpenOptions, io::IsTerminal, os::unix::fs::OpenOptionsExt, path::Path, sync::Mutex};
 
 use tracing_subscriber::EnvFilter;
 
 use crate::config::ConfigError;
-
-static TO_FILE: AtomicBool = AtomicBool::new(false);
-
-/// Whether the log goes to a file rather than stderr: an error the program
-/// ends with is then logged too, not only told on stderr.
-pub fn to_file() -> bool {
-    TO_FILE.load(Ordering::Relaxed)
-}
 
 /// Installs the global subscriber. `filter` was validated with the config;
 /// a log file that cannot be opened is a config error naming `log.file`.
@@ -51,7 +34,6 @@ pub fn init(filter: &str, file: Option<&Path>) -> Result<(), ConfigError> {
                 .with_ansi(false)
                 .with_writer(Mutex::new(file))
                 .init();
-            TO_FILE.store(true, Ordering::Relaxed);
         }
         None => builder
             .with_ansi(std::io::stderr().is_terminal())

@@ -37,8 +37,22 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 /// Serves `config` until shutdown; `reload` loads the config anew for a
 /// SIGHUP.
 pub fn run(config: Config, reload: impl Fn() -> Result<Config, ConfigError>) -> anyhow::Result<()> {
-    let env = env_var;
     logging::init(&config.log.level, config.log.file.as_deref())?;
+    let result = serve_logged(&config, reload);
+    // The caller tells stderr; a log file gets the error the run ended with
+    // too, beside what led to it.
+    if let (Err(e), Some(_)) = (&result, &config.log.file) {
+        tracing::error!("{e:#}");
+    }
+    result
+}
+
+/// [`run`] once logging is set up.
+fn serve_logged(
+    config: &Config,
+    reload: impl Fn() -> Result<Config, ConfigError>,
+) -> anyhow::Result<()> {
+    let env = env_var;
     raise_open_files_limit();
     if config.commands.is_some() {
         hide_from_commands();
@@ -61,7 +75,7 @@ pub fn run(config: Config, reload: impl Fn() -> Result<Config, ConfigError>) -> 
     } else {
         None
     };
-    let result = runtime.block_on(serve(&config, &reload, toolkit, history.as_ref(), &env));
+    let result = runtime.block_on(serve(config, &reload, toolkit, history.as_ref(), &env));
     if let Some(history) = history {
         history.close();
     }
