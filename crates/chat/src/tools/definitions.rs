@@ -31,6 +31,17 @@ pub(super) enum ChatTool {
     JoinChannel,
 }
 
+impl ChatTool {
+    /// Whether the tool answers from what the history recorded (rather
+    /// than acting on the network).
+    pub(super) fn reads_history(self) -> bool {
+        matches!(
+            self,
+            ChatTool::ReadMessages | ChatTool::WaitForMessages | ChatTool::SearchMessages
+        )
+    }
+}
+
 pub(super) fn tool_definitions() -> ToolTable<ChatTool> {
     let message = json!({
         "type": "object",

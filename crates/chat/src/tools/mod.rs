@@ -271,22 +271,14 @@ Events are not marked read: read_messages shows everything.",
         let (kind, spec) = self.tools.get(tool);
         let name = spec.name.as_str();
         Box::pin(async move {
-            let read = match kind {
-                ChatTool::SendMessage => {
-                    return self.send_message(parse_args(name, args)?, caller).await;
-                }
+            let result = match kind {
+                ChatTool::SendMessage => self.send_message(parse_args(name, args)?, caller).await,
                 ChatTool::CreateChannel => {
-                    return self.create_channel(parse_args(name, args)?, caller).await;
+                    self.create_channel(parse_args(name, args)?, caller).await
                 }
-                ChatTool::ListChannels => {
-                    return self.list_channels(parse_args(name, args)?, caller).await;
-                }
-                ChatTool::GetMembers => {
-                    return self.get_members(parse_args(name, args)?, caller).await;
-                }
-                ChatTool::JoinChannel => {
-                    return self.join_channel(parse_args(name, args)?, caller).await;
-                }
+                ChatTool::ListChannels => self.list_channels(parse_args(name, args)?, caller).await,
+                ChatTool::GetMembers => self.get_members(parse_args(name, args)?, caller).await,
+                ChatTool::JoinChannel => self.join_channel(parse_args(name, args)?, caller).await,
                 ChatTool::ReadMessages => self.read_messages(parse_args(name, args)?, caller),
                 ChatTool::WaitForMessages => {
                     let p: WaitParams = parse_args(name, args)?;
@@ -298,8 +290,12 @@ Events are not marked read: read_messages shows everything.",
             };
             // What is read is what was recorded: say so when the network is
             // not being recorded, so that silence is not taken for quiet.
-            read.map(|mut output| {
-                if let Some(outage) = self.backend.outage() {
+            let outage = kind
+                .reads_history()
+                .then(|| self.backend.outage())
+                .flatten();
+            result.map(|mut output| {
+                if let Some(outage) = outage {
                     output
                         .text
                         .push_str(&format!("\n(Not up to date: {outage}.)"));
