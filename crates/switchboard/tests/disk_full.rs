@@ -30,14 +30,7 @@ async fn on_irc_a_line_heard_but_not_stored_fails_at_once_saying_so() {
     let irc = IrcServer::start(ServerKind::InspIRCd, ServerOptions::default()).await;
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("switchboard.toml");
-    std::fs::write(
-        &file,
-        format!(
-            "[chat]\nbackend = \"irc\"\n[chat.irc]\nserver = \"127.0.0.1\"\nport = {}\nsend_timeout_s = 30\n",
-            irc.port()
-        ),
-    )
-    .unwrap();
+    std::fs::write(&file, irc.switchboard_config("send_timeout_s = 30\n")).unwrap();
     full_disk(
         &["--config", file.to_str().unwrap()],
         "reached the IRC channel, but switchboard could not record them",

@@ -46,11 +46,14 @@ impl Bridge {
         let config = dir.path().join("switchboard.toml");
         std::fs::write(
             &config,
-            format!(
-                "[chat]\nbackend = \"irc\"\n[chat.irc]\nserver = \"127.0.0.1\"\nport = {}\n{}\n{extra_toml}\n",
-                server.port(),
-                if extra_toml.contains("send_timeout_s") { "" } else { "send_timeout_s = 20" }
-            ),
+            server.switchboard_config(&format!(
+                "{}\n{extra_toml}\n",
+                if extra_toml.contains("send_timeout_s") {
+                    ""
+                } else {
+                    "send_timeout_s = 20"
+                }
+            )),
         )
         .unwrap();
         let log = dir.path().join("switchboard.log");
@@ -786,14 +789,7 @@ async fn a_taken_configured_observer_nick_stops_switchboard_at_start(kind: Serve
     let _holder = Human::connect(&server, "watcher").await;
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("switchboard.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[chat]\nbackend = \"irc\"\n[chat.irc]\nserver = \"127.0.0.1\"\nport = {}\nnick = \"watcher\"\n",
-            server.port()
-        ),
-    )
-    .unwrap();
+    std::fs::write(&config, server.switchboard_config("nick = \"watcher\"\n")).unwrap();
     let data = dir.path().join("data");
     let started = std::time::Instant::now();
     let output = command(&[

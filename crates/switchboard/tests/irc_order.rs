@@ -19,14 +19,7 @@ use switchboard_testkit::{Human, IrcServer, ServerKind, ServerOptions};
 /// in `dir`; and an MCP client of it.
 async fn daemon(server: &IrcServer, dir: &Path) -> (Server, Client) {
     let config = dir.join("switchboard.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[chat]\nbackend = \"irc\"\n[chat.irc]\nserver = \"127.0.0.1\"\nport = {}\nsend_timeout_s = 20\n",
-            server.port()
-        ),
-    )
-    .unwrap();
+    std::fs::write(&config, server.switchboard_config("send_timeout_s = 20\n")).unwrap();
     let data = dir.join("data");
     let args = [
         "--config",

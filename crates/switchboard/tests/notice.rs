@@ -1432,10 +1432,9 @@ mod irc {
         let dir = tempfile::tempdir().unwrap();
         let file = config(
             dir.path(),
-            &format!(
-                "[chat]\nbackend = \"irc\"\n[chat.irc]\nserver = \"127.0.0.1\"\nport = {}\nsend_timeout_s = 20\n\
+            &server.switchboard_config(
+                "send_timeout_s = 20\n\
                  [chat.approvals]\nchannel = \"#approvals\"\n",
-                server.port()
             ),
         );
         let socket = dir.path().join("relay.sock");
@@ -1554,10 +1553,9 @@ mod irc {
         let dir = tempfile::tempdir().unwrap();
         let file = config(
             dir.path(),
-            &format!(
-                "[chat]\nbackend = \"irc\"\n[chat.irc]\nserver = \"127.0.0.1\"\nport = {}\nsend_timeout_s = 2\n\
+            &server.switchboard_config(
+                "send_timeout_s = 2\n\
                  [chat.approvals]\nchannel = \"#approvals\"\n",
-                server.port()
             ),
         );
         let socket = dir.path().join("relay.sock");
@@ -1625,10 +1623,9 @@ mod irc {
         let dir = tempfile::tempdir().unwrap();
         let file = config(
             dir.path(),
-            &format!(
-                "[chat]\nbackend = \"irc\"\n[chat.irc]\nserver = \"127.0.0.1\"\nport = {}\nsend_timeout_s = 20\n\
+            &server.switchboard_config(
+                "send_timeout_s = 20\n\
                  [chat.approvals]\nchannel = \"#approvals\"\napprover_accounts = [\"ann\"]\n",
-                server.port()
             ),
         );
         let socket = dir.path().join("relay.sock");
@@ -1686,10 +1683,9 @@ mod irc {
     /// the channel is told once, on IRC and in the history.
     async fn the_loop_guard_pauses_once_on_irc_for_two_processes(kind: ServerKind) {
         let server = IrcServer::start(kind, ServerOptions::default()).await;
-        let (_dir, agents) = two_agents_sharing_a_data_dir(&format!(
-            "[chat]\nbackend = \"irc\"\n[chat.irc]\nserver = \"127.0.0.1\"\nport = {}\nsend_timeout_s = 20\n\
+        let (_dir, agents) = two_agents_sharing_a_data_dir(&server.switchboard_config(
+            "send_timeout_s = 20\n\
              [chat.push]\nloop_messages = 6\n",
-            server.port()
         ))
         .await;
         let carol = Human::connect(&server, "carol").await;

@@ -264,14 +264,7 @@ async fn say_and_tail_work_on_irc_alike() {
     let runtime = runtime_dir();
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("switchboard.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[chat]\nbackend = \"irc\"\n[chat.irc]\nserver = \"127.0.0.1\"\nport = {}\nsend_timeout_s = 20\n",
-            server.port()
-        ),
-    )
-    .unwrap();
+    std::fs::write(&config, server.switchboard_config("send_timeout_s = 20\n")).unwrap();
     let socket = dir.path().join("relay.sock");
     let daemon = Daemon::start(
         &socket,

@@ -1410,10 +1410,7 @@ async fn on_irc_the_person_speaks_under_their_own_nick() {
     let config = dir.path().join("switchboard.toml");
     std::fs::write(
         &config,
-        format!(
-            "[chat]\nbackend = \"irc\"\n[chat.irc]\nserver = \"127.0.0.1\"\nport = {}\nsend_timeout_s = 20\nchannels = [\"#team\"]\n",
-            irc.port()
-        ),
+        irc.switchboard_config("send_timeout_s = 20\nchannels = [\"#team\"]\n"),
     )
     .unwrap();
     let server = Server::start(&["--ephemeral", "--config", config.to_str().unwrap()]).await;

@@ -293,6 +293,18 @@ impl IrcServer {
         self.port
     }
 
+    /// A switchboard config that chats through this server: `[chat]` with
+    /// `backend = "irc"`, then `[chat.irc]` with the server's address
+    /// followed by `more`, which may hold further `[chat.irc]` keys and then
+    /// other tables.
+    pub fn switchboard_config(&self, more: &str) -> String {
+        format!(
+            "[chat]\nbackend = \"irc\"\n[chat.irc]\nserver = \"{}\"\nport = {}\n{more}",
+            self.host(),
+            self.port
+        )
+    }
+
     /// The address the server listens on: always `"127.0.0.1"`.
     pub fn host(&self) -> &'static str {
         "127.0.0.1"
