@@ -222,7 +222,7 @@ impl Host {
     }
 
     /// Sends `text_` as `sender`; the tool's error text if it fails.
-    async fn try_send(&self, sender: &str, text_: String) -> Result<(), String> {
+    async fn try_send(&self, sender: &str, text_: String) -> Result<String, String> {
         let result = self
             .call(
                 "send_message",
@@ -232,7 +232,7 @@ impl Host {
         if is_error(&result) {
             Err(text(&result))
         } else {
-            Ok(())
+            Ok(text(&result))
         }
     }
 
@@ -607,14 +607,11 @@ async fn during_a_netsplit_each_side_works_alone_and_after_it_nothing_is_stored_
     tokio::join!(a.stop(), b.stop());
 }
 
-/// Each side of a netsplit gives `bob` to its own agent; when the link
-/// heals, the servers rename both. Neither host then speaks for its agent
-/// under the name the server gave it: a send as `bob` goes out as `bob`
-/// or fails saying why, and nothing is stored under another nick.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_nick_taken_on_both_sides_of_a_netsplit_is_never_spoken_under_another_name() {
-    let mut network = IrcNetwork::start(ServerOptions::default()).await;
-    let (a, b) = two_hosts(&network).await;
+/// Two hosts on `network` whose agents are both `bob`: host b's before a
+/// netsplit, host a's during it. Returned once the link has healed and each
+/// host sees the other's observer again; the servers have then renamed both.
+async fn bob_on_both_sides_of_a_netsplit(network: &mut IrcNetwork) -> (Host, Host) {
+    let (a, b) = two_hosts(network).await;
     b.send("bob", "bob of host b before the split").await;
     both_record(&a, &b, "bob of host b before the split").await;
     network.split().await;
@@ -625,26 +622,31 @@ async fn a_nick_taken_on_both_sides_of_a_netsplit_is_never_spoken_under_another_
         a.wait_members(&["sb-a", "sb-b"], &[]),
         b.wait_members(&["sb-a", "sb-b"], &[])
     );
+    (a, b)
+}
+
+/// Each side of a netsplit gives `bob` to its own agent; when the link
+/// heals, the servers rename both. Neither host then speaks for its agent
+/// under the name the server gave it: a send as `bob` goes out as `bob`
+/// or fails saying why, and nothing is stored under another nick.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nick_taken_on_both_sides_of_a_netsplit_is_never_spoken_under_another_name() {
+    let mut network = IrcNetwork::start(ServerOptions::default()).await;
+    let (a, b) = bob_on_both_sides_of_a_netsplit(&mut network).await;
     let mut delivered = 0;
     for round in 0..6 {
         for host in [&a, &b] {
             let said = format!("round {round} from host {}", host.label);
-            let result = host
-                .call(
-                    "send_message",
-                    json!({"channel": CHANNEL, "text": said, "sender": "bob"}),
-                )
-                .await;
-            if is_error(&result) {
-                assert!(
-                    text(&result).contains("renamed") || text(&result).contains("already in use"),
-                    "host {}: {}",
-                    host.label,
-                    text(&result)
-                );
-            } else {
-                assert_eq!(text(&result), format!("Sent to {CHANNEL} as bob"));
-                delivered += 1;
+            match host.try_send("bob", said).await {
+                Err(refused) => assert!(
+                    refused.contains("renamed") || refused.contains("already in use"),
+                    "host {}: {refused}",
+                    host.label
+                ),
+                Ok(sent) => {
+                    assert_eq!(sent, format!("Sent to {CHANNEL} as bob"));
+                    delivered += 1;
+                }
             }
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
@@ -670,17 +672,7 @@ async fn a_nick_taken_on_both_sides_of_a_netsplit_is_never_spoken_under_another_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_nick_lost_to_a_netsplit_is_claimed_back_once_its_holder_leaves() {
     let mut network = IrcNetwork::start(ServerOptions::default()).await;
-    let (a, b) = two_hosts(&network).await;
-    b.send("bob", "bob of host b before the split").await;
-    both_record(&a, &b, "bob of host b before the split").await;
-    network.split().await;
-    a.wait_members(&["sb-a"], &["bob", "sb-b"]).await;
-    a.send("bob", "bob of host a during the split").await;
-    network.heal().await;
-    tokio::join!(
-        a.wait_members(&["sb-a", "sb-b"], &[]),
-        b.wait_members(&["sb-a", "sb-b"], &[])
-    );
+    let (a, b) = bob_on_both_sides_of_a_netsplit(&mut network).await;
     let mut round = 0;
     let winner = eventually(WAIT, "a send as bob after the heal", || {
         round += 1;
@@ -690,8 +682,8 @@ async fn a_nick_lost_to_a_netsplit_is_claimed_back_once_its_holder_leaves() {
         );
         async move {
             match tokio::join!(to_a, to_b) {
-                (Ok(()), Err(_)) => Ok("a"),
-                (Err(_), Ok(())) => Ok("b"),
+                (Ok(_), Err(_)) => Ok("a"),
+                (Err(_), Ok(_)) => Ok("b"),
                 (a, b) => Err(format!("host a: {a:?}, host b: {b:?}")),
             }
         }
