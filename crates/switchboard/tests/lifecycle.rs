@@ -333,31 +333,37 @@ async fn an_unusable_history_file_is_named_with_the_fix_and_left_alone() {
     }
 }
 
+/// `serve --ephemeral` on `transports`, with a config (written to
+/// `config`) whose one tool, `nap`, runs `sleep <seconds>`.
+fn serve_with_a_nap_tool(
+    config: &std::path::Path,
+    seconds: &str,
+    transports: &[&str],
+) -> tokio::process::Command {
+    std::fs::write(
+        config,
+        format!(
+            "[commands]\nprogram = \"sleep\"\n[[commands.actions]]\ntool = \"nap\"\n\
+             description = \"Sleeps for {seconds} s.\"\nargv = [\"{seconds}\"]\n"
+        ),
+    )
+    .unwrap();
+    let config = config.to_str().unwrap();
+    command(&[transports, &["--ephemeral", "--config", config]].concat())
+}
+
 /// `serve --stdio --http` with a `nap` tool (a command that sleeps 1.5 s):
 /// the child with its stdin open, and the HTTP address it logged.
 async fn stdio_and_http_with_a_nap_tool(
     config: &std::path::Path,
 ) -> (tokio::process::Child, std::net::SocketAddr) {
     use tokio::io::{AsyncBufReadExt, BufReader};
-    std::fs::write(
-        config,
-        "[commands]\nprogram = \"sleep\"\n[[commands.actions]]\ntool = \"nap\"\n\
-         description = \"Sleeps for a second and a half.\"\nargv = [\"1.5\"]\n",
-    )
-    .unwrap();
-    let mut child = command(&[
-        "--stdio",
-        "--http",
-        "127.0.0.1:0",
-        "--ephemeral",
-        "--config",
-        config.to_str().unwrap(),
-    ])
-    .stdin(std::process::Stdio::piped())
-    .stdout(std::process::Stdio::null())
-    .stderr(std::process::Stdio::piped())
-    .spawn()
-    .unwrap();
+    let mut child = serve_with_a_nap_tool(config, "1.5", &["--stdio", "--http", "127.0.0.1:0"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
     let mut log = BufReader::new(child.stderr.take().unwrap()).lines();
     let addr = tokio::time::timeout(Duration::from_secs(15), async {
         while let Some(line) = log.next_line().await.unwrap() {
@@ -381,23 +387,12 @@ async fn a_stdio_call_running_when_stdin_closes_finishes_within_10_s() {
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("nap.toml");
-    std::fs::write(
-        &config,
-        "[commands]\nprogram = \"sleep\"\n[[commands.actions]]\ntool = \"nap\"\n\
-         description = \"Sleeps for seven seconds.\"\nargv = [\"7\"]\n",
-    )
-    .unwrap();
-    let mut child = command(&[
-        "--stdio",
-        "--ephemeral",
-        "--config",
-        config.to_str().unwrap(),
-    ])
-    .stdin(std::process::Stdio::piped())
-    .stdout(std::process::Stdio::piped())
-    .stderr(std::process::Stdio::null())
-    .spawn()
-    .unwrap();
+    let mut child = serve_with_a_nap_tool(&config, "7", &["--stdio"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
     let mut stdin = child.stdin.take().unwrap();
     let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
     for line in [
