@@ -500,6 +500,17 @@ async fn shown(browser: &Browser) -> Vec<String> {
     serde_json::from_value(value).unwrap()
 }
 
+/// An agent, robo, that has said `said` in #c over `/mcp`, and a browser
+/// open on #c as ann that shows `last_line` of it.
+async fn ann_follows_robo_in_c(server: &Server, said: &str, last_line: &str) -> (Client, Browser) {
+    let agent = http_client(&server.url("/mcp"), ProtocolVersion::V_2025_11_25).await;
+    send(&agent, "#c", "robo", said).await;
+    let browser = Browser::start().await;
+    open_as(&browser, &server.url("/#c"), "ann").await;
+    wait_shown(&browser, last_line).await;
+    (agent, browser)
+}
+
 async fn wait_shown(browser: &Browser, text: &str) {
     browser
         .until(
@@ -517,11 +528,7 @@ async fn wait_shown(browser: &Browser, text: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_channel_made_without_a_message_shows_up_on_an_open_page() {
     let server = Server::start(&["--ephemeral"]).await;
-    let agent = http_client(&server.url("/mcp"), ProtocolVersion::V_2025_11_25).await;
-    send(&agent, "#c", "robo", "first").await;
-    let browser = Browser::start().await;
-    open_as(&browser, &server.url("/#c"), "ann").await;
-    wait_shown(&browser, "first").await;
+    let (agent, browser) = ann_follows_robo_in_c(&server, "first", "first").await;
     let made = call(&agent, "create_channel", json!({"name": "quiet"})).await;
     assert!(!is_error(&made), "{}", text(&made));
     browser
@@ -1155,11 +1162,7 @@ async fn the_page_reconnects_after_a_restart_without_holes_or_repeats() {
         data.to_str().unwrap(),
     ];
     let server = Server::start(&args).await;
-    let agent = http_client(&server.url("/mcp"), ProtocolVersion::V_2025_11_25).await;
-    send(&agent, "#c", "robo", "before").await;
-    let browser = Browser::start().await;
-    open_as(&browser, &server.url("/#c"), "ann").await;
-    wait_shown(&browser, "before").await;
+    let (agent, browser) = ann_follows_robo_in_c(&server, "before", "before").await;
     send(&agent, "#c", "robo", "live one").await;
     wait_shown(&browser, "live one").await;
 
@@ -1196,11 +1199,8 @@ async fn after_an_ephemeral_restart_the_page_shows_the_new_history() {
     let addr = format!("127.0.0.1:{port}");
     let args = ["--http", addr.as_str(), "--ephemeral"];
     let server = Server::start(&args).await;
-    let agent = http_client(&server.url("/mcp"), ProtocolVersion::V_2025_11_25).await;
-    send(&agent, "#c", "robo", "old 1\nold 2\nold 3\nold 4").await;
-    let browser = Browser::start().await;
-    open_as(&browser, &server.url("/#c"), "ann").await;
-    wait_shown(&browser, "old 4").await;
+    let (_agent, browser) =
+        ann_follows_robo_in_c(&server, "old 1\nold 2\nold 3\nold 4", "old 4").await;
 
     let (_server, agent) = restart(server, &browser, &args).await;
     send(&agent, "#c", "robo", "new 1").await;
