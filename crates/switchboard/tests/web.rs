@@ -144,6 +144,27 @@ async fn the_api_reads_writes_and_refuses_what_it_must() {
     )
     .await;
     assert_eq!(around["messages"].as_array().unwrap().len(), 3);
+    // Pages after a position (scrolling down from a search result).
+    for (after, limit, expected, newer) in [
+        (1, 2, &["deploy finished", "nice"][..], true),
+        (3, 100, &["thanks"][..], false),
+        (4, 100, &[][..], false),
+    ] {
+        let (status, page) = get_json(
+            &server,
+            &format!("/api/messages?channel=ops&after={after}&limit={limit}"),
+        )
+        .await;
+        assert_eq!(status, 200, "{page}");
+        let texts: Vec<&str> = page["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["text"].as_str().unwrap())
+            .collect();
+        assert_eq!(texts, expected, "after {after}");
+        assert_eq!(page["newer"], newer, "after {after}");
+    }
 
     // Bad input: a clear 4xx, nothing changes.
     for (path, expected) in [
@@ -174,6 +195,11 @@ async fn the_api_reads_writes_and_refuses_what_it_must() {
             "/api/messages?channel=ops&before=-1",
             "before must be a position",
         ),
+        (
+            "/api/messages?channel=ops&after=-1",
+            "after must be a position of #ops, 0 or more",
+        ),
+        ("/api/messages?channel=ops&before=3&after=1", "not both"),
     ] {
         let (status, body) = get_json(&server, path).await;
         let want = if path == "/api/nope" { 404 } else { 400 };
@@ -982,6 +1008,64 @@ async fn hostile_text_stays_text() {
     // Only http(s) text becomes a link: never a javascript: one.
     let links = dom["links"].as_array().unwrap();
     assert_eq!(links, &[json!("https://evil.example")], "{dom}");
+    browser.close().await;
+}
+
+/// From a search result far back, scrolling down loads the pages after it
+/// in order, without gaps or repeats, and the channel is live again at the
+/// end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scrolling_down_from_a_search_result_comes_back_to_the_live_channel() {
+    let server = Server::start(&["--ephemeral"]).await;
+    let agent = http_client(&server.url("/mcp"), ProtocolVersion::V_2025_11_25).await;
+    let lines: Vec<String> = (0..260)
+        .map(|i| {
+            if i == 10 {
+                "an old needle".to_owned()
+            } else {
+                format!("line {i}")
+            }
+        })
+        .collect();
+    send(&agent, "#hay", "robo", &lines.join("\n")).await;
+    let browser = Browser::start().await;
+    open_as(&browser, &server.url("/#hay"), "ann").await;
+    wait_shown(&browser, "line 259").await;
+    browser.keys("search-q", "needle\u{E007}").await;
+    browser
+        .until(
+            "a search result",
+            "return document.querySelector('#result-list button')",
+            WAIT,
+        )
+        .await;
+    browser.click("#result-list button").await;
+    browser
+        .until(
+            "the message in its place",
+            "return document.querySelector('#messages li.target')",
+            WAIT,
+        )
+        .await;
+    assert!(!shown(&browser).await.contains(&"line 259".to_owned()));
+    // Scroll down until the newest line is there.
+    browser
+        .until(
+            "the newest line after scrolling down",
+            "const l = document.getElementById('log');
+             l.scrollTop = l.scrollHeight;
+             return [...document.querySelectorAll('#messages li .text')]
+               .some((t) => t.textContent === 'line 259')",
+            WAIT,
+        )
+        .await;
+    // Every line from the result's page on, once each, in order.
+    let texts = shown(&browser).await;
+    let first = lines.iter().position(|l| *l == texts[0]).unwrap();
+    assert_eq!(texts, lines[first..], "{texts:?}");
+    // Live again: a new message shows up without a reload.
+    send(&agent, "#hay", "robo", "fresh news").await;
+    wait_shown(&browser, "fresh news").await;
     browser.close().await;
 }
 

@@ -17,6 +17,8 @@ const state = {
   newestShown: 0,         // seq of the newest message shown
   atNewest: true,         // the open channel shows its newest page
   loading: null,          // live messages of the channel whose page is loading
+  view: 0,                // counts openChannel calls: a page that loaded for an earlier view is dropped
+  fetchingNewer: false,   // a page after the newest shown is on its way
   live: [],               // live messages waiting for the next frame
   seen: new Set(),        // ids of the messages shown
   members: new Set(),     // nicks in the open channel's member list
@@ -189,6 +191,8 @@ function showMessages(messages, { prepend = false } = {}) {
 }
 
 async function openChannel(name, { around } = {}) {
+  state.view += 1;
+  state.fetchingNewer = false;
   state.channel = name;
   state.oldest = null;
   state.newestShown = 0;
@@ -255,6 +259,37 @@ async function loadOlder() {
   if (state.channel !== name) return;
   showMessages(data.messages, { prepend: true });
   $('older').hidden = !data.more;
+}
+
+// Scrolling down a page that is not the newest (a search result's) loads
+// the pages after it; the last of them is the newest, and live again.
+async function loadNewer() {
+  if (!state.channel || state.atNewest || state.loading || state.fetchingNewer) return;
+  const { channel: name, view } = state;
+  state.fetchingNewer = true;
+  // Live messages that arrive meanwhile follow the page if it is the newest.
+  state.loading = [];
+  let data;
+  try {
+    data = await api(`/api/messages?${query({ channel: name, after: state.newestShown, limit: PAGE })}`);
+  } finally {
+    if (state.view === view) {
+      state.fetchingNewer = false;
+      if (!data) state.loading = null;
+    }
+  }
+  if (state.view !== view) return;
+  const early = state.loading;
+  state.loading = null;
+  showMessages(data.messages);
+  if (!data.newer) {
+    state.atNewest = true;
+    showMessages(early);
+    $('newest').hidden = isAtBottom();
+    markRead();
+  } else if (isAtBottom()) {
+    await loadNewer();
+  }
 }
 
 async function jumpToNewest() {
@@ -696,6 +731,7 @@ function wire() {
   $('newest').addEventListener('click', () => jumpToNewest().catch(fail));
   log().addEventListener('scroll', () => {
     if (log().scrollTop < 40 && !$('older').hidden) loadOlder().catch(fail);
+    if (isAtBottom() && !state.atNewest) loadNewer().catch(fail);
     if (isAtBottom()) {
       $('newest').hidden = state.atNewest;
       markRead();

@@ -308,12 +308,15 @@ async fn channels(
 struct PageQuery {
     channel: String,
     before: Option<i64>,
+    after: Option<i64>,
     limit: Option<usize>,
     viewer: Option<String>,
 }
 
-/// A page of a channel, oldest first; the newest page marks the channel
-/// read for the viewer.
+/// A page of a channel, oldest first: the newest, the one before position
+/// `before` (`more`: older ones precede it) or the one after position
+/// `after` (`newer`: newer ones follow it). The newest page marks the
+/// channel read for the viewer.
 async fn messages(
     extract::State(state): extract::State<State>,
     allowed: Allowed,
@@ -322,6 +325,18 @@ async fn messages(
     let channel = state.channel(&q.channel, &allowed)?;
     let viewer = state.viewer(q.viewer.as_deref(), &allowed)?;
     let limit = page_limit(q.limit)?;
+    if let Some(after) = q.after {
+        if q.before.is_some() {
+            return Err(ApiError::bad(
+                "give before (an older page) or after (a newer one), not both",
+            ));
+        }
+        let (messages, newer) = state.chat.page_after(&channel, after, limit)?;
+        return Ok(
+            Json(json!({"channel": channel.name(), "messages": messages, "newer": newer}))
+                .into_response(),
+        );
+    }
     let messages = state.chat.page(&channel, q.before, limit)?;
     if let (Some(viewer), None, Some(newest)) = (&viewer, q.before, messages.last()) {
         state.chat.mark_read(viewer, &channel, newest.seq)?;

@@ -108,6 +108,35 @@ impl ChatTools {
         self.history.page(id, before, limit).map_err(fail)
     }
 
+    /// The page of `channel` that follows position `after`, in insertion
+    /// order: up to `limit` messages, and whether more follow them.
+    pub fn page_after(
+        &self,
+        channel: &Channel,
+        after: i64,
+        limit: usize,
+    ) -> Result<(Vec<Message>, bool), ToolError> {
+        self.known(channel)?;
+        if after < 0 {
+            return Err(ToolError::new(format!(
+                "after must be a position of {channel}, 0 or more (got {after})"
+            )));
+        }
+        let mut messages = self
+            .history
+            .read(
+                channel.key(),
+                Some(crate::history::Since::Seq(after)),
+                limit,
+            )
+            .map_err(fail)?;
+        // A read gives the newest first.
+        messages.reverse();
+        let shown = messages.last().map_or(after, |m| m.seq);
+        let newest = self.history.last_seq(channel.key()).map_err(fail)?;
+        Ok((messages, shown < newest))
+    }
+
     /// The messages around position `seq` of `channel`: up to `context`
     /// before it, it, and up to `context` after it.
     pub fn around(
