@@ -289,6 +289,59 @@ async fn wrong_missing_and_malformed_tokens_are_refused() {
     assert_eq!(response.status(), StatusCode::OK);
 }
 
+/// Guessing is slowed down: after GUESS_BURST wrong tokens from one
+/// address, every token from it, the right one too, is refused with `429`
+/// and `Retry-After` until a try has come back; the web view's login counts
+/// the same way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_address_guessing_tokens_is_made_to_wait() {
+    use switchboard_toolset::{GUESS_BURST, GUESS_REFILL};
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), TOKENS).await;
+    let http = reqwest::Client::new();
+    let list = |token: &str| {
+        http.post(server.url("/mcp"))
+            .header(header::CONTENT_TYPE, "application/json")
+            .header(header::ACCEPT, "application/json, text/event-stream")
+            .header(header::AUTHORIZATION, format!("Bearer {token}"))
+            .header("mcp-protocol-version", "2025-06-18")
+            .body(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).to_string())
+            .send()
+    };
+    for i in 0..GUESS_BURST {
+        let guess = list(&format!("guess-number-{i:04}")).await.unwrap();
+        assert_eq!(guess.status(), StatusCode::UNAUTHORIZED, "guess {i}");
+    }
+    let refused = list(ALICE).await.unwrap();
+    assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+    let wait: u64 = refused.headers()[header::RETRY_AFTER]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(wait, GUESS_REFILL.as_secs());
+    let body: Value = refused.json().await.unwrap();
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("too many wrong tokens from this address; try again in"),
+        "{body}"
+    );
+    let login = http
+        .post(server.url("/api/login"))
+        .header(header::ORIGIN, server.url(""))
+        .json(&json!({"token": ALICE}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(login.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert!(login.headers().contains_key(header::RETRY_AFTER));
+    // Once the wait is over, the right token is taken again.
+    tokio::time::sleep(Duration::from_secs(wait)).await;
+    assert_eq!(list(ALICE).await.unwrap().status(), StatusCode::OK);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_sse_session_belongs_to_the_token_that_opened_it() {
     let dir = tempfile::tempdir().unwrap();

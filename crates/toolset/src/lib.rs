@@ -40,7 +40,7 @@ pub use rmcp::model::{CallToolResult, JsonObject, ToolAnnotations};
 pub use schema::object_schema;
 pub use session::{Notification, Session};
 pub use structured::{Structured, call_result_json};
-pub use tokens::{Reloaded, TokenSpec, Tokens};
+pub use tokens::{GUESS_BURST, GUESS_REFILL, Refused, Reloaded, TokenSpec, Tokens};
 pub use tool::{ToolId, ToolSpec, ToolTable};
 
 /// The future a tool call returns. Boxed so toolsets can live behind `dyn`.

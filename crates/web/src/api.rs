@@ -7,7 +7,10 @@
 //! is an agent's. Errors are `{"error": "…"}` with a 4xx status, malformed
 //! queries and bodies included ([`Params`], [`Body`]).
 
-use std::sync::Arc;
+use std::{
+    net::{IpAddr, Ipv4Addr, SocketAddr},
+    sync::Arc,
+};
 
 use axum::{
     Json, Router,
@@ -20,7 +23,7 @@ use http::{HeaderMap, HeaderValue, StatusCode, header, request::Parts};
 use serde::{Deserialize, de::DeserializeOwned};
 use serde_json::{Value, json};
 use switchboard_chat::{Access, ChatTools, Nick};
-use switchboard_toolset::{Grant, Tokens, ToolError};
+use switchboard_toolset::{Grant, Refused, Tokens, ToolError};
 
 use crate::{COOKIE, security, stream};
 
@@ -251,6 +254,7 @@ struct Login {
 /// SameSite=Strict cookie.
 async fn login(
     extract::State(state): extract::State<State>,
+    extensions: http::Extensions,
     headers: HeaderMap,
     Body(body): Body<Login>,
 ) -> ApiResult {
@@ -258,12 +262,28 @@ async fn login(
         return Ok(StatusCode::NO_CONTENT.into_response());
     }
     let token = body.token.trim();
-    let Some(grant) = state.tokens.check(token) else {
-        tracing::warn!("the web view's login was refused: not one of the server's tokens");
-        return Err(ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            "that is not one of this server's tokens",
-        ));
+    // Wrong tokens count against the address they come from (the server
+    // always says which; a router without it counts them as loopback's).
+    let peer = extensions.get::<extract::ConnectInfo<SocketAddr>>().map_or(
+        IpAddr::V4(Ipv4Addr::LOCALHOST),
+        |extract::ConnectInfo(peer)| peer.ip(),
+    );
+    let grant = match state.tokens.check_from(peer, token) {
+        Ok(grant) => grant,
+        Err(Refused::Unknown) => {
+            tracing::warn!(%peer, "the web view's login was refused: not one of the server's tokens");
+            return Err(ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "that is not one of this server's tokens",
+            ));
+        }
+        Err(refused @ Refused::TooManyGuesses { retry_after }) => {
+            tracing::warn!(%peer, "the web view's login was refused: too many wrong tokens");
+            return Err(
+                ApiError::new(StatusCode::TOO_MANY_REQUESTS, refused.to_string())
+                    .retry_after(Refused::seconds(retry_after)),
+            );
+        }
     };
     // A token that may not use the web view gets no cookie: the page asks
     // for another one rather than holding this one for 30 days.

@@ -11,16 +11,20 @@
 //! hide its `Origin`. Refusing foreign hosts and origins therefore keeps
 //! pages out of a loopback server.
 
-use std::{net::SocketAddr, sync::Arc};
+use std::{
+    net::{IpAddr, Ipv4Addr, SocketAddr},
+    sync::Arc,
+    time::Duration,
+};
 
 use axum::{
     body::Body,
-    extract::{Request, State},
+    extract::{ConnectInfo, Request, State},
     middleware::Next,
     response::Response,
 };
 use http::{HeaderMap, StatusCode, Uri, header};
-use switchboard_toolset::{Grant, Tokens};
+use switchboard_toolset::{Grant, Refused, Tokens};
 
 use crate::config::HttpConfig;
 
@@ -64,7 +68,12 @@ impl Guard {
 
     /// Whether the request may go on, and with which grant (`None` when no
     /// token is configured or `path` needs none).
-    fn check(&self, uri: &Uri, headers: &HeaderMap) -> Result<Option<Arc<Grant>>, Refusal> {
+    fn check(
+        &self,
+        peer: IpAddr,
+        uri: &Uri,
+        headers: &HeaderMap,
+    ) -> Result<Option<Arc<Grant>>, Refusal> {
         let path = uri.path();
         let mut hosts = headers.get_all(header::HOST).iter();
         let (Some(host), None) = (hosts.next(), hosts.next()) else {
@@ -118,12 +127,12 @@ impl Guard {
         };
         let tokens = &self.inner.tokens;
         let grant_of = |presented: &Presented| match presented {
-            Presented::Bearer(token) => tokens.check(token),
-            Presented::WebKey(key) => tokens.check_web(key),
+            Presented::Bearer(token) => tokens.check_from(peer, token),
+            Presented::WebKey(key) => tokens.check_web(key).ok_or(Refused::Unknown),
         };
         // A path open to all still learns whose token came with it.
         if !switchboard_web::needs_auth(path) {
-            return Ok(presented.ok().flatten().and_then(|p| grant_of(&p)));
+            return Ok(presented.ok().flatten().and_then(|p| grant_of(&p).ok()));
         }
         let Some(presented) = presented? else {
             return Err(refuse(
@@ -131,13 +140,17 @@ impl Guard {
                 "a bearer token is required: send Authorization: Bearer <token>",
             ));
         };
-        match grant_of(&presented) {
-            Some(grant) => Ok(Some(grant)),
-            None => Err(refuse(
+        grant_of(&presented).map(Some).map_err(|refused| match refused {
+            Refused::Unknown => refuse(
                 StatusCode::UNAUTHORIZED,
                 "that token is not one of this server's: check the token you send in Authorization: Bearer <token>",
-            )),
-        }
+            ),
+            Refused::TooManyGuesses { retry_after } => Refusal {
+                status: StatusCode::TOO_MANY_REQUESTS,
+                message: refused.to_string(),
+                retry_after: Some(retry_after),
+            },
+        })
     }
 
     fn host_allowed(&self, host: &str) -> bool {
@@ -211,22 +224,32 @@ fn host_of(authority: &str) -> String {
 struct Refusal {
     status: StatusCode,
     message: String,
+    /// When to ask again (`429`).
+    retry_after: Option<Duration>,
 }
 
 fn refuse(status: StatusCode, message: &str) -> Refusal {
     Refusal {
         status,
         message: message.to_owned(),
+        retry_after: None,
     }
 }
 
 impl Refusal {
     fn into_response(self) -> Response {
         let mut response = super::error_response(self.status, -32000, &self.message);
+        let headers = response.headers_mut();
         if self.status == StatusCode::UNAUTHORIZED {
-            response.headers_mut().insert(
+            headers.insert(
                 header::WWW_AUTHENTICATE,
                 http::HeaderValue::from_static("Bearer"),
+            );
+        }
+        if let Some(wait) = self.retry_after {
+            headers.insert(
+                header::RETRY_AFTER,
+                http::HeaderValue::from(Refused::seconds(wait)),
             );
         }
         response
@@ -235,7 +258,13 @@ impl Refusal {
 
 /// The axum middleware applying a [`Guard`] to every route.
 pub async fn enforce(State(guard): State<Guard>, request: Request<Body>, next: Next) -> Response {
-    match guard.check(request.uri(), request.headers()) {
+    let peer = request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map_or(IpAddr::V4(Ipv4Addr::LOCALHOST), |ConnectInfo(peer)| {
+            peer.ip()
+        });
+    match guard.check(peer, request.uri(), request.headers()) {
         Ok(grant) => {
             let mut request = request;
             if let Some(grant) = grant {
@@ -253,6 +282,8 @@ pub async fn enforce(State(guard): State<Guard>, request: Request<Body>, next: N
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const LOCAL: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 
     fn guard(listen: &str, token: Option<&str>) -> Guard {
         let specs = token.map(|secret| switchboard_toolset::TokenSpec {
@@ -289,28 +320,33 @@ mod tests {
             "[::1]:8090",
         ] {
             assert!(
-                g.check(&uri("/mcp"), &headers(&[("host", host)])).is_ok(),
+                g.check(LOCAL, &uri("/mcp"), &headers(&[("host", host)]))
+                    .is_ok(),
                 "{host}"
             );
         }
         let refused = g
-            .check(&uri("/mcp"), &headers(&[("host", "evil.example:8090")]))
+            .check(
+                LOCAL,
+                &uri("/mcp"),
+                &headers(&[("host", "evil.example:8090")]),
+            )
             .unwrap_err();
         assert_eq!(refused.status, StatusCode::FORBIDDEN);
         // A second Host, or a host in the request line, cannot slip past.
         let two = headers(&[("host", "127.0.0.1:8090"), ("host", "evil.example")]);
         assert_eq!(
-            g.check(&uri("/mcp"), &two).unwrap_err().status,
+            g.check(LOCAL, &uri("/mcp"), &two).unwrap_err().status,
             StatusCode::BAD_REQUEST
         );
         let absolute = uri("http://evil.example/mcp");
         let loopback = headers(&[("host", "127.0.0.1:8090")]);
         assert_eq!(
-            g.check(&absolute, &loopback).unwrap_err().status,
+            g.check(LOCAL, &absolute, &loopback).unwrap_err().status,
             StatusCode::FORBIDDEN
         );
         assert!(
-            g.check(&uri("http://127.0.0.1:8090/mcp"), &loopback)
+            g.check(LOCAL, &uri("http://127.0.0.1:8090/mcp"), &loopback)
                 .is_ok()
         );
     }
@@ -322,18 +358,18 @@ mod tests {
             ("host", "localhost:8090"),
             ("origin", "http://localhost:6274"),
         ]);
-        assert!(g.check(&uri("/mcp"), &ok).is_ok());
+        assert!(g.check(LOCAL, &uri("/mcp"), &ok).is_ok());
         let bad = headers(&[
             ("host", "localhost:8090"),
             ("origin", "https://evil.example"),
         ]);
         assert_eq!(
-            g.check(&uri("/mcp"), &bad).unwrap_err().status,
+            g.check(LOCAL, &uri("/mcp"), &bad).unwrap_err().status,
             StatusCode::FORBIDDEN
         );
         let null = headers(&[("host", "localhost:8090"), ("origin", "null")]);
         assert_eq!(
-            g.check(&uri("/mcp"), &null).unwrap_err().status,
+            g.check(LOCAL, &uri("/mcp"), &null).unwrap_err().status,
             StatusCode::FORBIDDEN
         );
     }
@@ -343,16 +379,19 @@ mod tests {
         let g = guard("127.0.0.1:8090", Some("s3cret"));
         let host = ("host", "127.0.0.1:8090");
         assert_eq!(
-            g.check(&uri("/mcp"), &headers(&[host])).unwrap_err().status,
+            g.check(LOCAL, &uri("/mcp"), &headers(&[host]))
+                .unwrap_err()
+                .status,
             StatusCode::UNAUTHORIZED
         );
         let wrong = headers(&[host, ("authorization", "Bearer nope")]);
         assert_eq!(
-            g.check(&uri("/mcp"), &wrong).unwrap_err().status,
+            g.check(LOCAL, &uri("/mcp"), &wrong).unwrap_err().status,
             StatusCode::UNAUTHORIZED
         );
         let granted = g
             .check(
+                LOCAL,
                 &uri("/mcp"),
                 &headers(&[host, ("authorization", "Bearer s3cret")]),
             )
@@ -367,6 +406,7 @@ mod tests {
         ] {
             let refused = g
                 .check(
+                    LOCAL,
                     &uri("/mcp"),
                     &headers(&[host, ("authorization", malformed)]),
                 )
@@ -375,8 +415,12 @@ mod tests {
         }
         let long = format!("Bearer {}", "x".repeat(16_000));
         assert!(
-            g.check(&uri("/mcp"), &headers(&[host, ("authorization", &long)]))
-                .is_err()
+            g.check(
+                LOCAL,
+                &uri("/mcp"),
+                &headers(&[host, ("authorization", &long)])
+            )
+            .is_err()
         );
     }
 
@@ -384,11 +428,16 @@ mod tests {
     fn the_web_view_takes_the_token_from_its_cookie_and_shows_its_page_without() {
         let g = guard("127.0.0.1:8090", Some("s3cret"));
         let host = ("host", "127.0.0.1:8090");
-        assert!(g.check(&uri("/"), &headers(&[host])).is_ok());
-        assert!(g.check(&uri("/api/login"), &headers(&[host])).is_ok());
+        assert!(g.check(LOCAL, &uri("/"), &headers(&[host])).is_ok());
+        assert!(
+            g.check(LOCAL, &uri("/api/login"), &headers(&[host]))
+                .is_ok()
+        );
         let api = "/api/channels";
         assert_eq!(
-            g.check(&uri(api), &headers(&[host])).unwrap_err().status,
+            g.check(LOCAL, &uri(api), &headers(&[host]))
+                .unwrap_err()
+                .status,
             StatusCode::UNAUTHORIZED
         );
         let key = switchboard_toolset::Tokens::web_key("s3cret");
@@ -396,26 +445,30 @@ mod tests {
         for wrong in [&key[1..], "733363726574", "s3cret"] {
             let cookie = with_cookie(wrong);
             assert!(
-                g.check(&uri(api), &headers(&[host, ("cookie", &cookie)]))
+                g.check(LOCAL, &uri(api), &headers(&[host, ("cookie", &cookie)]))
                     .is_err(),
                 "{wrong}"
             );
         }
         let cookie = with_cookie(&key);
         assert!(
-            g.check(&uri(api), &headers(&[host, ("cookie", &cookie)]))
+            g.check(LOCAL, &uri(api), &headers(&[host, ("cookie", &cookie)]))
                 .is_ok()
         );
         // The cookie is the web view's: MCP still wants the bearer header,
         // and the web key is not one.
         assert!(
-            g.check(&uri("/mcp"), &headers(&[host, ("cookie", &cookie)]))
+            g.check(LOCAL, &uri("/mcp"), &headers(&[host, ("cookie", &cookie)]))
                 .is_err()
         );
         let bearer = format!("Bearer {key}");
         assert!(
-            g.check(&uri("/mcp"), &headers(&[host, ("authorization", &bearer)]))
-                .is_err()
+            g.check(
+                LOCAL,
+                &uri("/mcp"),
+                &headers(&[host, ("authorization", &bearer)])
+            )
+            .is_err()
         );
     }
 
@@ -423,6 +476,6 @@ mod tests {
     fn an_unspecified_listen_address_accepts_any_host() {
         let g = guard("0.0.0.0:8090", Some("t"));
         let h = headers(&[("host", "box.lan:8090"), ("authorization", "Bearer t")]);
-        assert!(g.check(&uri("/mcp"), &h).is_ok());
+        assert!(g.check(LOCAL, &uri("/mcp"), &h).is_ok());
     }
 }

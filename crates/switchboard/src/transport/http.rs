@@ -28,6 +28,7 @@ use tokio::{
     sync::{OwnedSemaphorePermit, Semaphore},
 };
 use tokio_util::sync::CancellationToken;
+use tower::ServiceExt;
 use tower_http::timeout::RequestBodyTimeoutLayer;
 
 use super::{
@@ -349,9 +350,9 @@ pub async fn serve(
     let connections = hyper_util::server::graceful::GracefulShutdown::new();
     let mut tasks = tokio::task::JoinSet::new();
     loop {
-        let stream = tokio::select! {
+        let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
+                Ok(accepted) => accepted,
                 Err(e) => {
                     accept_failed(e).await;
                     continue;
@@ -364,7 +365,16 @@ pub async fn serve(
         if let Err(e) = stream.set_nodelay(true) {
             tracing::debug!(error = %e, "cannot set TCP_NODELAY");
         }
-        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        // Who is asking, for what counts per client (wrong tokens).
+        let app = app.clone();
+        let service = hyper_util::service::TowerToHyperService::new(tower::service_fn(
+            move |mut request: http::Request<hyper::body::Incoming>| {
+                request
+                    .extensions_mut()
+                    .insert(axum::extract::ConnectInfo(peer));
+                app.clone().oneshot(request)
+            },
+        ));
         let connection = connections
             .watch(builder.serve_connection(hyper_util::rt::TokioIo::new(stream), service));
         tasks.spawn(async move {
