@@ -900,7 +900,12 @@ async fn write_loop(
             biased;
             next = outgoing.recv() => match next {
                 None => break,
-                Some(Outgoing::Send(message)) => message,
+                Some(Outgoing::Send(message)) => {
+                    if writer.write_all(&encode_within_limit(message)).await.is_err() {
+                        break;
+                    }
+                    continue;
+                }
                 Some(Outgoing::Line(line)) => {
                     if writer.write_all(&line).await.is_err() {
                         break;
@@ -1015,6 +1020,25 @@ async fn answer_call(
                 }
             }
         }
+    }
+}
+
+/// `message` as a line. A response too long for one line becomes a tool
+/// error saying so: the client would refuse the line by closing the
+/// connection, failing every call on it without saying why.
+fn encode_within_limit(message: Message) -> Vec<u8> {
+    let line = protocol::encode(&message);
+    let length = line.len() - 1;
+    match message {
+        Message::Response { id, .. } if length > protocol::MAX_LINE => {
+            tracing::warn!(?id, length, "a reply too long for the relay was refused");
+            let refusal = ToolResult::error(format!(
+                "the result was {length} bytes, more than the {} a relay message may carry; ask for less (a smaller limit or a narrower request)",
+                protocol::MAX_LINE
+            ));
+            protocol::encode(&result_message(id, &refusal))
+        }
+        _ => line,
     }
 }
 

@@ -1479,12 +1479,20 @@ async fn relay_lines_over_1_mib_fail_the_call_cleanly_and_the_link_goes_on() {
     shim.initialize().await;
     assert_eq!(shim.tools().await.len(), 5);
 
-    // The app answers with a 2 MB line: the shim drops the connection.
+    // A 2 MB result: the relay server answers a tool error rather than a
+    // line the shim would have to refuse, and the link goes on.
     let result = shim.call("big", json!({"bytes": 2_000_000})).await;
-    assert_tool_error(&result, &["dropped the connection", "1048576"]);
+    assert_tool_error(
+        &result,
+        &[
+            "more than the 1048576 a relay message may carry",
+            "ask for less",
+        ],
+    );
+    assert!(!result_text(&result).contains("dropped"), "{result}");
     assert_eq!(
-        shim.call_ok("echo", json!({"text": "redialled"})).await,
-        "redialled"
+        shim.call_ok("echo", json!({"text": "same link"})).await,
+        "same link"
     );
     // Just under the limit is fine.
     let fits = shim.call_ok("big", json!({"bytes": 1_000_000})).await;
@@ -1506,6 +1514,31 @@ async fn relay_lines_over_1_mib_fail_the_call_cleanly_and_the_link_goes_on() {
 
     shim.finish_cleanly().await;
     app.stop().await;
+}
+
+/// An application of its own making that answers with a line over 1 MiB:
+/// the shim drops that connection, fails the call saying why, and dials
+/// again for the next.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_over_long_line_from_an_app_fails_the_call_and_the_shim_redials() {
+    let place = Place::new("dev.test.scripted");
+    let app = tokio::spawn(scripted_app(
+        UnixListener::bind(&place.socket).unwrap(),
+        |method, params| match method {
+            "tools/list" => json!({"tools": [{"name": "say", "inputSchema": {"type": "object"}}]}),
+            _ => {
+                let bytes = params["arguments"]["bytes"].as_u64().unwrap() as usize;
+                json!({"content": [{"type": "text", "text": "x".repeat(bytes)}]})
+            }
+        },
+    ));
+    let mut shim = place.shim(&[]);
+    shim.initialize().await;
+    let result = shim.call("say", json!({"bytes": 2_000_000})).await;
+    assert_tool_error(&result, &["dropped the connection", "1048576"]);
+    assert_eq!(shim.call_ok("say", json!({"bytes": 3})).await, "xxx");
+    shim.finish_cleanly().await;
+    app.abort();
 }
 
 // --- stdout carries JSON-RPC only -------------------------------------------
@@ -2103,6 +2136,70 @@ async fn stderr_of(mut stderr: tokio::process::ChildStderr) -> String {
     )
     .await;
     text
+}
+
+/// Forty messages of 32 KB are far more than one relay line carries: reads
+/// through the shim come in pages that fit, and what a page leaves out
+/// stays unread for the next read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_messages_are_read_through_the_shim_in_pages_that_fit() {
+    let runtime = runtime_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("relay.sock");
+    let daemon = Daemon::start(&socket, runtime.path(), &[]).await;
+    let (writer, _) = agent(&socket, runtime.path()).await;
+    let (reader, _) = agent(&socket, runtime.path()).await;
+    common::call(&reader, "create_channel", json!({"name": "#big"})).await;
+    common::call(
+        &reader,
+        "join_channel",
+        json!({"channel": "#big", "nick": "inboxer"}),
+    )
+    .await;
+    let sent: Vec<String> = (0..40)
+        .map(|i| format!("m{i:02} {}", "y".repeat(32_000)))
+        .collect();
+    for text_ in &sent {
+        common::send(&writer, "#big", "writer", text_).await;
+    }
+
+    // The newest page: as many of the newest as fit, newest first.
+    let newest = common::call(
+        &reader,
+        "read_messages",
+        json!({"channel": "#big", "limit": 40}),
+    )
+    .await;
+    assert!(!common::is_error(&newest), "{}", common::text(&newest));
+    let shown = common::texts(&newest);
+    assert!((1..40).contains(&shown.len()), "{} messages", shown.len());
+    assert_eq!(shown[0], sent[39]);
+
+    // The inbox (joined before the messages came), page by page: every
+    // message once, in order.
+    let mut read = Vec::new();
+    let mut pages = 0;
+    loop {
+        let page = common::call(
+            &reader,
+            "read_messages",
+            json!({"nick": "inboxer", "limit": 40}),
+        )
+        .await;
+        assert!(!common::is_error(&page), "{}", common::text(&page));
+        let texts = common::texts(&page);
+        if texts.is_empty() {
+            break;
+        }
+        pages += 1;
+        assert!(pages <= 10, "no end to the pages");
+        let more = page.structured_content.as_ref().unwrap()["more"] == true;
+        assert_eq!(more, read.len() + texts.len() < 40, "page {pages}");
+        read.extend(texts);
+    }
+    assert!(pages > 1, "forty long messages fitted in one page");
+    assert_eq!(read, sent);
+    daemon.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

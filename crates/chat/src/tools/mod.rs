@@ -326,14 +326,58 @@ fn page_size(since: Option<Since>, limit: usize) -> usize {
     }
 }
 
-/// Cuts a page read with [`page_size`] back to `limit`; true when more follow.
+/// Cuts a page read with [`page_size`] back to `limit`, and to what one
+/// reply carries ([`REPLY_BUDGET`]); true when more follow. A page after a
+/// position keeps its oldest messages, the newest page its newest.
 fn trim_page(messages: &mut Vec<Message>, since: Option<Since>, limit: usize) -> bool {
-    let more = matches!(since, Some(Since::Seq(_))) && messages.len() > limit;
+    let mut more = matches!(since, Some(Since::Seq(_))) && messages.len() > limit;
     if more {
         // Newest first: the extra row is the first.
         messages.remove(0);
     }
+    match since {
+        Some(_) => {
+            let left_out = messages.len() - fitting(messages.iter().rev());
+            if left_out > 0 {
+                messages.drain(..left_out);
+                more = true;
+            }
+        }
+        None => messages.truncate(fitting(messages.iter())),
+    }
     more
+}
+
+/// How much of one reply its messages may take, JSON-escaped and counted
+/// twice (the text and the structured content carry each): well under the
+/// 1 MiB a relay line may carry, so that a page read through the shim
+/// arrives whole, and a reader's cursor moves only past what arrived.
+const REPLY_BUDGET: usize = 768 * 1024;
+
+/// How many of `messages`, in order, fit in [`REPLY_BUDGET`]; at least one.
+fn fitting<'a>(messages: impl Iterator<Item = &'a Message>) -> usize {
+    let mut taken = 0;
+    let mut count = 0;
+    for m in messages {
+        // The time, ids, kind and keys of a message take under 200 bytes.
+        taken += 2 * (json_len(&m.text) + json_len(&m.nick) + json_len(&m.channel)) + 200;
+        if count > 0 && taken > REPLY_BUDGET {
+            break;
+        }
+        count += 1;
+    }
+    count
+}
+
+/// The length of `text` as a JSON string's contents.
+fn json_len(text: &str) -> usize {
+    text.bytes()
+        .map(|b| match b {
+            b'"' | b'\\' | b'\n' | b'\r' | b'\t' | 0x08 | 0x0c => 2,
+            0..=0x1f => 6,
+            _ => 1,
+        })
+        .sum()
 }
 
 /// Runs a long call, reporting progress every [`PROGRESS_EVERY`] when the
@@ -625,8 +669,13 @@ impl ChatTools {
             .inbox
             .peek(me, map, limit + 1, &|m| access.allows(&m.channel))
             .map_err(fail)?;
-        let more = items.len() > limit;
+        let mut more = items.len() > limit;
         items.truncate(limit);
+        let fit = fitting(items.iter().map(|item| &item.message));
+        if fit < items.len() {
+            items.truncate(fit);
+            more = true;
+        }
         self.inbox.mark_read(me, &items).map_err(fail)?;
         Ok(inbox_output(me.name(), &items, timed_out, more))
     }
@@ -890,7 +939,7 @@ impl ChatTools {
             .await
             .map_err(fail)?;
         messages.retain(|m| access.allows(&m.channel));
-        messages.truncate(limit);
+        messages.truncate(limit.min(fitting(messages.iter())));
         let text = match &channel {
             Some(channel) if messages.is_empty() && !self.knows(channel)? => {
                 unknown_channel(channel, &format!("No messages match {:?} in", p.query))
