@@ -37,7 +37,9 @@
 //! as an option: a placeholder at the very start of an element, and every
 //! `each` item. Elements after a literal `"--"` element — the end of options
 //! for most CLIs — are exempt, so an action that must accept such values
-//! declares `--` before them. Values never contain NUL.
+//! declares `--` before them. That `--` does not count when the agent's
+//! options just before it end with an option and no value: the option could
+//! take `--` as its value. Values never contain NUL.
 
 use std::collections::BTreeSet;
 
@@ -242,10 +244,15 @@ impl Argv {
         let mut out: Vec<String> = Vec::new();
         let mut agent_options = None;
         let mut end_of_options = None;
+        // The agent's options end with an option that may take the next
+        // element as its value: a `--` there may be that value, not the
+        // end of options, so what follows it is not exempt.
+        let mut dangling = false;
         for arg in &self.0 {
             let exempt = end_of_options.is_some();
+            let rendered = out.len();
             match arg {
-                Arg::Text(text) if text.is_literal("--") && !exempt => {
+                Arg::Text(text) if text.is_literal("--") && !exempt && !dangling => {
                     end_of_options = Some(out.len());
                     out.push("--".into());
                 }
@@ -271,9 +278,13 @@ impl Argv {
                 }
                 Arg::Options { param, allow } => {
                     agent_options.get_or_insert(out.len());
-                    out.extend(checked_options(param, allow, params.get(param))?);
+                    let options = checked_options(param, allow, params.get(param))?;
+                    dangling = options.dangling;
+                    out.extend(options.args);
+                    continue;
                 }
             }
+            dangling &= out.len() == rendered;
         }
         let bytes: usize = out.iter().map(String::len).sum();
         if out.len() > MAX_ARGS || bytes > MAX_ARGV_BYTES {
@@ -558,13 +569,25 @@ fn each_items(
     }
 }
 
+/// The agent's options, checked against the allow-list.
+struct AgentOptions {
+    args: Vec<String>,
+    /// The last is an option written without `=` and no value after it.
+    dangling: bool,
+}
+
 fn checked_options(
     param: &str,
     allow: &BTreeSet<String>,
     value: Option<&Value>,
-) -> Result<Vec<String>, ToolError> {
+) -> Result<AgentOptions, ToolError> {
     let items = match value {
-        None | Some(Value::Null) => return Ok(Vec::new()),
+        None | Some(Value::Null) => {
+            return Ok(AgentOptions {
+                args: Vec::new(),
+                dangling: false,
+            });
+        }
         Some(Value::Array(items)) => items,
         Some(_) => return Err(ToolError::new(format!("{param} must be a list of strings"))),
     };
@@ -603,7 +626,10 @@ fn checked_options(
         }
         out.push(text.to_owned());
     }
-    Ok(out)
+    Ok(AgentOptions {
+        args: out,
+        dangling: expects_value,
+    })
 }
 
 fn refuse_option_like(param: &str, text: &str) -> Result<(), ToolError> {
@@ -782,7 +808,33 @@ mod tests {
             rendered.args,
             ["make", "b.txt", "--dry-run", "--out", "--", "p"]
         );
-        assert_eq!(rendered.end_of_options, Some(4));
+    }
+
+    #[test]
+    fn a_last_option_without_its_value_cannot_turn_the_end_of_options_into_its_value() {
+        // `--vcs -- -D`: a program whose `--vcs` takes a value reads `--`
+        // as that value and `-D` as an option.
+        let t = r#"["run", { options = "flags", allow = ["--vcs", "-D"] }, "--", "{path}"]"#;
+        for flags in [json!(["--vcs"]), json!(["-D"]), json!(["--vcs", "x", "-D"])] {
+            let err = render(t, json!({"flags": flags, "path": "-D"})).unwrap_err();
+            assert!(
+                err.message().starts_with("path: `-D` starts with `-`"),
+                "{flags}: {err}"
+            );
+            // A value that cannot be an option is still passed.
+            assert_eq!(
+                render(t, json!({"flags": flags, "path": "file"}))
+                    .unwrap()
+                    .last()
+                    .unwrap(),
+                "file"
+            );
+        }
+        // Options that end with a value, or none at all: `--` ends them.
+        for flags in [json!(["--vcs=x"]), json!(["--vcs", "x"]), json!([])] {
+            let rendered = render(t, json!({"flags": flags, "path": "-D"})).unwrap();
+            assert_eq!(rendered[rendered.len() - 2..], ["--", "-D"], "{flags}");
+        }
     }
 
     #[test]
