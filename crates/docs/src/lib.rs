@@ -26,6 +26,6 @@ pub mod resources;
 pub mod tools;
 
 pub use config::{ConfigError, DocsConfig, Mirror, SourceConfig};
-pub use library::{DocsError, Library, SetupError};
+pub use library::{DocsError, Library, SetupError, SourceProbe};
 pub use resources::{DocResource, DocResourceContents, DocResourceTemplate};
 pub use tools::DocsTools;

@@ -105,6 +105,15 @@ pub(crate) struct Loaded {
     pub stale: bool,
 }
 
+/// One source as [`Library::probe`] found it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceProbe {
+    pub name: String,
+    pub llms_txt: String,
+    /// The links indexed from it, or why it cannot be loaded.
+    pub outcome: Result<usize, String>,
+}
+
 /// A page resolved to its markdown copy and fetched.
 pub(crate) struct Page {
     pub source: usize,
@@ -309,6 +318,25 @@ impl Library {
             warnings,
             stale,
         })
+    }
+
+    /// Loads every source's llms.txt now, one by one: for each, how many
+    /// links the index takes from it, or why it cannot be loaded. What
+    /// `switchboard check` reports.
+    pub async fn probe(&self) -> Vec<SourceProbe> {
+        let mut probes = Vec::with_capacity(self.sources.len());
+        for (i, state) in self.sources.iter().enumerate() {
+            let outcome = match self.load(Some(i)).await {
+                Ok(loaded) => Ok(loaded.catalog.index.len_of(Some(i))),
+                Err(e) => Err(e.to_string()),
+            };
+            probes.push(SourceProbe {
+                name: state.source.name.clone(),
+                llms_txt: state.source.llms_txt.to_string(),
+                outcome,
+            });
+        }
+        probes
     }
 
     /// The index as last built, without loading anything: what the cache

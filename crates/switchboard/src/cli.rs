@@ -24,6 +24,9 @@ pub enum Command {
     Serve(ServeArgs),
     /// The stdio MCP server an agent CLI spawns: relays tools of a running app.
     Shim(switchboard_shim::ShimArgs),
+    /// Check a config as serve would load it, and probe what it needs: the IRC
+    /// server, docs sources, commands program, HTTP address and relay socket.
+    Check(ServeArgs),
     /// Print a channel's recent messages, then follow it live.
     Tail(TailArgs),
     /// Post a message to a channel.

@@ -25,6 +25,7 @@
 //! 1 for a failure at run time.
 
 mod backup;
+mod check;
 mod cli;
 mod config;
 #[cfg(any(test, feature = "fuzzing"))]
@@ -156,6 +157,7 @@ pub fn run() -> ExitCode {
             Ok(config) => serve::run(config, || config::Config::load(&args, &env)),
             Err(e) => Err(e.into()),
         },
+        Command::Check(args) => check::run(&args),
         Command::Shim(args) => match switchboard_shim::run(&args) {
             Ok(()) => Ok(()),
             Err(e) => {

@@ -731,3 +731,53 @@ async fn stopping_the_daemon_stops_commands_that_http_calls_started() {
             .expect("the HTTP call was left hanging");
     }
 }
+
+/// `switchboard check` on the profile: the docs site and the program it
+/// needs are found, or each is named with what to do.
+#[tokio::test]
+async fn check_reports_the_docs_site_and_the_program() {
+    let setup = Setup::new("").await;
+    let config = setup.config_path();
+    // The site is served on this test's runtime: the check must not block it.
+    let check = |path: String| {
+        let mut cmd = tokio::process::Command::new(common::BIN);
+        cmd.args(["check", "--profile", "imqueue", "--config"])
+            .arg(&config)
+            .args(["--stdio", "--ephemeral"])
+            .env("PATH", path);
+        for var in switchboard_testkit::process::ISOLATED_ENV {
+            cmd.env_remove(var);
+        }
+        async move { cmd.output().await.unwrap() }
+    };
+    let found = check(format!("{}:/usr/bin:/bin", setup.bin().display())).await;
+    let stdout = String::from_utf8_lossy(&found.stdout);
+    assert!(found.status.success(), "{stdout}");
+    assert!(
+        stdout.contains(&format!(
+            "ok    docs      imqueue: {}/llms.txt lists",
+            setup.site.base()
+        )),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!(
+            "ok    commands  found {}/imq",
+            setup.bin().display()
+        )),
+        "{stdout}"
+    );
+
+    let missing = check("/usr/bin:/bin".to_owned()).await;
+    let stdout = String::from_utf8_lossy(&missing.stdout);
+    assert_eq!(missing.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("FAIL  commands  imq is not installed")
+            && stdout.contains("Install it with `npm install -g @imqueue/cli@latest`"),
+        "{stdout}"
+    );
+    assert!(
+        String::from_utf8_lossy(&missing.stderr).contains("1 check failed"),
+        "{missing:?}"
+    );
+}

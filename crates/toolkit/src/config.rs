@@ -45,6 +45,9 @@ pub struct Toolkit {
     pub toolsets: Vec<Arc<dyn Toolset>>,
     /// The `[[prompts]]`, when there are any.
     pub prompts: Option<Arc<PromptTools>>,
+    /// The `[commands]` toolset (also in `toolsets`), for checks of its
+    /// program.
+    pub commands: Option<Arc<CommandTools>>,
 }
 
 impl ToolkitConfig {
@@ -60,15 +63,24 @@ impl ToolkitConfig {
         if !self.templates.is_empty() {
             toolsets.push(Arc::new(TemplateTools::new(&self.templates, profile_dir)?));
         }
-        if let Some(commands) = &self.commands {
-            toolsets.push(Arc::new(CommandTools::new(commands, profile_dir)?));
-        }
+        let commands = match &self.commands {
+            Some(config) => {
+                let commands = Arc::new(CommandTools::new(config, profile_dir)?);
+                toolsets.push(commands.clone());
+                Some(commands)
+            }
+            None => None,
+        };
         let prompts = if self.prompts.is_empty() {
             None
         } else {
             Some(Arc::new(PromptTools::new(&self.prompts)?))
         };
-        Ok(Toolkit { toolsets, prompts })
+        Ok(Toolkit {
+            toolsets,
+            prompts,
+            commands,
+        })
     }
 }
 

@@ -100,6 +100,51 @@ impl IrcSettings {
             nick_suffix: false,
         }
     }
+
+    /// The server these settings name, as every connection dials it.
+    fn endpoint(&self) -> Endpoint {
+        Endpoint {
+            host: self.server.clone(),
+            port: self.port,
+            tls: self.tls.clone(),
+            password: self.password.clone(),
+            register_timeout: self.register_timeout,
+            flood: self.flood,
+        }
+    }
+}
+
+/// Connects once as `nick` (or `nick_`, … when taken), as the observer
+/// would (TLS, server password, SASL), and quits once registered: what
+/// `switchboard check` asks of the network. Fails with the reason
+/// registration did not happen within the settings' `register_timeout`;
+/// else the nick the network registered.
+pub async fn probe(settings: &IrcSettings, nick: &str) -> Result<String, ConnError> {
+    let connection = Connection::spawn(
+        Arc::new(settings.endpoint()),
+        Identity {
+            nick: nick.to_owned(),
+            user: settings.username.clone(),
+            realname: settings.realname.clone(),
+            sasl: settings.sasl.clone(),
+            suffix_on_collision: true,
+            persistent: false,
+        },
+        None,
+    );
+    let ready = tokio::time::timeout(settings.register_timeout, connection.ready()).await;
+    let outcome = match (ready, connection.status()) {
+        (Ok(Ok(())), Status::Registered { nick }) => Ok(nick),
+        (Ok(Err(e)), _) => Err(e),
+        // Still dialling: the last reason it gave, or the timeout.
+        (_, Status::Disconnected(e)) => Err(e),
+        _ => Err(ConnError::RegistrationTimeout {
+            server: format!("{}:{}", settings.server, settings.port),
+            after: settings.register_timeout,
+        }),
+    };
+    connection.quit();
+    outcome
 }
 
 /// The chat backend over IRC.
@@ -170,14 +215,7 @@ impl IrcBackend {
     /// Connects the observer (in the background) and starts recording.
     /// Must be called inside a tokio runtime.
     pub fn start(settings: IrcSettings, history: History) -> Self {
-        let endpoint = Arc::new(Endpoint {
-            host: settings.server.clone(),
-            port: settings.port,
-            tls: settings.tls.clone(),
-            password: settings.password.clone(),
-            register_timeout: settings.register_timeout,
-            flood: settings.flood,
-        });
+        let endpoint = Arc::new(settings.endpoint());
         let (events_tx, events) = mpsc::channel(4096);
         let fallbacks = if settings.observer_nick_configured {
             Vec::new()

@@ -23,7 +23,7 @@ mod register;
 mod tls;
 pub(crate) mod wire;
 
-pub use backend::{IrcBackend, IrcSettings};
+pub use backend::{IrcBackend, IrcSettings, probe};
 pub use connection::{ConnError, Connection, Endpoint, Event, Identity, Sasl, Status};
 pub use flood::FloodSettings;
 pub use nicks::DEFAULT_OBSERVER_NICK;

@@ -266,6 +266,13 @@ impl CommandTools {
         Ok(report.output(Some(&finished), ""))
     }
 
+    /// Where the program is, looked up as a run would look it up, or what
+    /// to tell the user when it cannot be run (with the install hint).
+    pub fn locate_program(&self) -> Result<PathBuf, String> {
+        find_program(&self.program, path_of(&self.env), &self.base_dir)
+            .ok_or_else(|| self.missing_text(&self.program))
+    }
+
     async fn status(&self, action: &Action) -> Result<ToolOutput, ToolError> {
         let path_var = path_of(&self.env);
         let Some(path) = find_program(&self.program, path_var, &self.base_dir) else {
