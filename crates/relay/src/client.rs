@@ -33,7 +33,14 @@ use crate::{
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LinkError {
     #[error("cannot connect to {path}: {reason}")]
-    Connect { path: String, reason: String },
+    Connect {
+        path: String,
+        reason: String,
+        /// Nothing serves at the path: no such file, or a socket nobody
+        /// listens on (the application is not running). Otherwise the path
+        /// itself is the problem (permission, not a socket, too long).
+        absent: bool,
+    },
     #[error("no response within {0:?}")]
     Timeout(Duration),
     #[error("the connection closed: {0}")]
@@ -106,6 +113,35 @@ impl Hello {
 }
 
 type Pending = Arc<Mutex<HashMap<RequestId, oneshot::Sender<Outcome>>>>;
+
+/// Why connecting to `path` failed, in words that say what to fix, and
+/// whether it means only that the application is not running.
+fn why_not_connected(path: &Path, error: &std::io::Error) -> (String, bool) {
+    use std::{io::ErrorKind, os::unix::fs::FileTypeExt};
+    let file_type = std::fs::symlink_metadata(path).map(|m| m.file_type()).ok();
+    match error.kind() {
+        ErrorKind::NotFound => (error.to_string(), true),
+        ErrorKind::ConnectionRefused if file_type.is_some_and(|t| t.is_socket()) => {
+            (error.to_string(), true)
+        }
+        ErrorKind::ConnectionRefused if file_type.is_some() => (
+            "it is not a socket; give the path of an application's relay socket".to_owned(),
+            false,
+        ),
+        ErrorKind::PermissionDenied => (
+            format!("{error}; the socket or its directory belongs to another user"),
+            false,
+        ),
+        ErrorKind::InvalidInput if path.as_os_str().len() > 107 => (
+            format!(
+                "the path is {} bytes long, over the 107 a socket path may have; use a shorter one",
+                path.as_os_str().len()
+            ),
+            false,
+        ),
+        _ => (error.to_string(), false),
+    }
+}
 
 /// How many of the application's notifications and events wait for the
 /// link's owner to read them; events beyond are dropped (and counted), so a
@@ -228,14 +264,18 @@ impl Link {
         timeout: Duration,
         hello: Hello,
     ) -> Result<(Self, mpsc::Receiver<Incoming>), LinkError> {
-        let connect_error = |reason: String| LinkError::Connect {
+        let connect_error = |reason: String, absent: bool| LinkError::Connect {
             path: path.display().to_string(),
             reason,
+            absent,
         };
         let stream = tokio::time::timeout(timeout, UnixStream::connect(path))
             .await
-            .map_err(|_| connect_error(format!("timed out after {timeout:?}")))?
-            .map_err(|e| connect_error(e.to_string()))?;
+            .map_err(|_| connect_error(format!("timed out after {timeout:?}"), false))?
+            .map_err(|e| {
+                let (reason, absent) = why_not_connected(path, &e);
+                connect_error(reason, absent)
+            })?;
         let (reader, mut writer) = stream.into_split();
         let hello = Message::Hello {
             protocol: PROTOCOL_VERSION,
@@ -247,7 +287,7 @@ impl Link {
         writer
             .write_all(&protocol::encode(&hello))
             .await
-            .map_err(|e| connect_error(e.to_string()))?;
+            .map_err(|e| connect_error(e.to_string(), false))?;
         let pending = Pending::default();
         let (closed_tx, closed) = watch::channel(None);
         let (welcome_tx, welcome) = watch::channel(None);

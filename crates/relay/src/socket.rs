@@ -38,21 +38,18 @@ pub enum BindError {
     #[error("refusing to use {}: {reason}", path.display())]
     Insecure { path: PathBuf, reason: String },
     /// The file system said no.
-    #[error("cannot bind {}: {source}", path.display())]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
+    // The reason is in the message, not a `source`: a chain would say it twice.
+    #[error("cannot bind {}: {error}", path.display())]
+    Io { path: PathBuf, error: io::Error },
     /// The handler's tool list cannot be served.
     #[error(transparent)]
     Tools(#[from] ToolTableError),
 }
 
 fn io_error(path: &Path) -> impl FnOnce(io::Error) -> BindError + '_ {
-    move |source| BindError::Io {
+    move |error| BindError::Io {
         path: path.to_owned(),
-        source,
+        error,
     }
 }
 

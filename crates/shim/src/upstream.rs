@@ -132,7 +132,7 @@ impl Dialer {
         self.retry_at = Some(Instant::now() + wait);
         if self.failure.as_ref().map(ToString::to_string) != Some(error.to_string()) {
             match &error {
-                LinkError::Connect { .. } => tracing::info!(
+                LinkError::Connect { absent: true, .. } => tracing::info!(
                     %app,
                     "the application is not running ({error}); looking for it every {} s at most",
                     LONGEST_RETRY.as_secs()
@@ -393,6 +393,9 @@ impl Upstream {
         let link = match self.link().await {
             Ok(link) => link,
             Err(LinkError::Unusable(reason)) => return Err(CallFailure::Unusable(reason)),
+            Err(e @ LinkError::Connect { absent: false, .. }) => {
+                return Err(CallFailure::Unusable(e.to_string()));
+            }
             Err(e) => {
                 tracing::debug!(error = %e, "the application is not reachable");
                 return Err(CallFailure::Absent);
@@ -418,8 +421,13 @@ impl Upstream {
                 self.drop_link(&link, &e).await;
                 Err(match e {
                     LinkError::Timeout(_) => CallFailure::TimedOut,
-                    LinkError::Connect { .. } => CallFailure::Absent,
+                    LinkError::Connect { absent: true, .. } => CallFailure::Absent,
                     LinkError::Unusable(reason) => CallFailure::Unusable(reason),
+                    // Closed before the welcome: the application turned the
+                    // connection away, and nothing it was sent ran.
+                    other if link.welcome().is_none() => CallFailure::Unusable(format!(
+                        "it closed the connection before welcoming it ({other}); the call did not run"
+                    )),
                     other => CallFailure::Broken(other.to_string()),
                 })
             }
@@ -558,6 +566,7 @@ mod tests {
         let refused = LinkError::Connect {
             path: "/run/app/relay.sock".into(),
             reason: "Connection refused".into(),
+            absent: true,
         };
         dialer.failed(refused, "A");
         assert!(dialer.retry_at.is_some(), "the watcher waits");

@@ -857,6 +857,19 @@ impl Config {
         if let Some(problem) = log_filter_problem(&self.log.level) {
             return Err(invalid("log.level", problem));
         }
+        // sun_path holds 108 bytes, the terminating NUL included.
+        if let Some(path) = self.socket.path.as_ref().filter(|_| self.socket.enabled)
+            && path.as_os_str().len() > 107
+        {
+            return Err(invalid(
+                "socket.path",
+                format!(
+                    "{} is {} bytes long, over the 107 a Unix socket path may have; choose a shorter path (--socket)",
+                    path.display(),
+                    path.as_os_str().len()
+                ),
+            ));
+        }
         let tokens = self.tokens(env)?;
         if self.http.enabled
             && !self.http.listen.ip().is_loopback()

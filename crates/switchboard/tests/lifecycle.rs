@@ -177,6 +177,14 @@ async fn configuration_errors_exit_2_naming_the_key() {
         ),
         (vec!["--http".into(), "localhost".into()], vec![], "--http"),
         (
+            vec![
+                "--socket".into(),
+                format!("/tmp/{}/relay.sock", "d".repeat(110)),
+            ],
+            vec![],
+            "socket.path",
+        ),
+        (
             vec!["--config".into(), caps.display().to_string()],
             vec![],
             "http.max_sse_sessions",

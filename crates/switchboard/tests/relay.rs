@@ -1179,6 +1179,40 @@ async fn an_application_of_another_protocol_version_is_refused_naming_both() {
     app.abort();
 }
 
+/// A `--socket` that names no socket at all is not an application that is
+/// not running: the call says what is wrong with the path.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_socket_path_that_cannot_be_a_socket_is_named_as_such() {
+    let place = Place::new("dev.test.not-a-socket");
+    std::fs::write(&place.socket, "a plain file").unwrap();
+    let mut shim = place.shim(&[]);
+    shim.initialize().await;
+    let result = shim.call("anything", json!({})).await;
+    assert_tool_error(&result, &["cannot be used", "it is not a socket"]);
+    assert!(!result_text(&result).contains("not running"), "{result}");
+    shim.finish_cleanly().await;
+
+    let long = Place::new(&"d".repeat(120));
+    let mut shim = long.shim(&[]);
+    shim.initialize().await;
+    assert_tool_error(
+        &shim.call("anything", json!({})).await,
+        &["over the 107 a socket path may have"],
+    );
+    shim.finish_cleanly().await;
+
+    // A socket nobody listens on is an application that is not running.
+    let stale = Place::new("dev.test.stale");
+    drop(std::os::unix::net::UnixListener::bind(&stale.socket).unwrap());
+    let mut shim = stale.shim(&[]);
+    shim.initialize().await;
+    assert_tool_error(
+        &shim.call("anything", json!({})).await,
+        &["is not running; start it and try again"],
+    );
+    shim.finish_cleanly().await;
+}
+
 /// An application that says `lines` after each hello (closing if `close`)
 /// served to a shim for 3.5 s without a request: the connections it got,
 /// what a call then answered, and the shim's log.
