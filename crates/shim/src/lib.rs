@@ -75,7 +75,8 @@ pub struct ShimArgs {
         long,
         value_name = "MS",
         env = "SWITCHBOARD_SHIM_CONNECT_TIMEOUT_MS",
-        default_value_t = 1_000
+        default_value_t = 1_000,
+        value_parser = millis
     )]
     pub connect_timeout_ms: u64,
     /// How long to wait for the application's tool list.
@@ -83,7 +84,8 @@ pub struct ShimArgs {
         long,
         value_name = "MS",
         env = "SWITCHBOARD_SHIM_LIST_TIMEOUT_MS",
-        default_value_t = 3_000
+        default_value_t = 3_000,
+        value_parser = millis
     )]
     pub list_timeout_ms: u64,
     /// How long to wait for a tool call (a tool may declare longer).
@@ -91,13 +93,40 @@ pub struct ShimArgs {
         long,
         value_name = "MS",
         env = "SWITCHBOARD_SHIM_CALL_TIMEOUT_MS",
-        default_value_t = 15_000
+        default_value_t = 15_000,
+        value_parser = millis
     )]
     pub call_timeout_ms: u64,
     /// The agent's nick, told to the application (the switchboard daemon
     /// uses it as the agent's chat identity).
-    #[arg(long, value_name = "NICK", env = "SWITCHBOARD_NICK")]
+    #[arg(long, value_name = "NICK", env = "SWITCHBOARD_NICK", value_parser = nick)]
     pub nick: Option<String>,
+}
+
+/// A timeout flag's value: a whole number of milliseconds, at least 1 (at 0
+/// nothing could answer in time).
+pub fn millis(value: &str) -> Result<u64, String> {
+    match value.parse::<u64>() {
+        Ok(ms) if ms >= 1 => Ok(ms),
+        _ => Err("give a whole number of milliseconds, 1 or more".into()),
+    }
+}
+
+/// A `--nick` flag's value. The application has its own rules (the daemon's
+/// chat has IRC's); what no application could take is refused here, before
+/// every call fails over it.
+pub fn nick(value: &str) -> Result<String, String> {
+    if value.is_empty()
+        || value.len() > 64
+        || value
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control() || c == ',')
+    {
+        return Err(
+            "a nick is 1 to 64 characters without spaces, commas or control characters".into(),
+        );
+    }
+    Ok(value.to_owned())
 }
 
 /// An `--app-id` flag's value: the name of one directory under the runtime

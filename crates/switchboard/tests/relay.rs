@@ -1807,6 +1807,45 @@ async fn the_log_env_var_sends_logs_to_that_file_and_nowhere_else() {
     );
 }
 
+/// Flags no application could work with stop the shim at start (exit 2),
+/// rather than failing every call later.
+#[tokio::test]
+async fn shim_flags_no_application_could_use_are_refused_at_start() {
+    let runtime = runtime_dir();
+    for (args, env, expected) in [
+        (
+            &["--nick", "bad nick"][..],
+            None,
+            "a nick is 1 to 64 characters",
+        ),
+        (
+            &[],
+            Some(("SWITCHBOARD_NICK", "tab\there")),
+            "a nick is 1 to 64",
+        ),
+        (&["--call-timeout-ms", "0"], None, "1 or more"),
+        (
+            &["--connect-timeout-ms", "soon"],
+            None,
+            "whole number of milliseconds",
+        ),
+    ] {
+        let mut cmd = switchboard(&[&["shim"], args].concat(), runtime.path());
+        if let Some((var, value)) = env {
+            cmd.env(var, value);
+        }
+        let output =
+            tokio::time::timeout(Duration::from_secs(10), cmd.stdin(Stdio::null()).output())
+                .await
+                .unwrap()
+                .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+        assert!(output.stdout.is_empty(), "{args:?}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shim_variables_set_to_nothing_count_as_unset() {
     let place = Place::new("dev.test.empty-env");
