@@ -345,9 +345,10 @@ fn loader(
 ) -> impl Fn(&str) -> Result<Option<String>, minijinja::Error> + Send + Sync + 'static {
     let root = std::path::absolute(profile_dir).unwrap_or_else(|_| profile_dir.to_owned());
     move |name| {
+        // A bad include, which the trial render at start-up refuses too.
         let refuse = |why: &str| {
             Err(minijinja::Error::new(
-                ErrorKind::InvalidOperation,
+                ErrorKind::BadInclude,
                 format!("cannot load {name}: {why}"),
             ))
         };
@@ -709,6 +710,15 @@ Run: {{ command }}"""
         );
         let err = refused("source = \"x\"\ncommand = \"{{ name | nosuch }}\"");
         assert_eq!(err.key(), "templates[0].command");
+        // Includes the loader refuses, whatever the arguments.
+        std::fs::write(dir.path().join("settings.toml"), "x = 1").unwrap();
+        for (include, why) in [
+            ("../outside.txt", "no part starting with `.`"),
+            ("settings.toml", "do not load TOML files"),
+        ] {
+            let err = refused(&format!("source = \"{{% include '{include}' %}}\""));
+            assert!(err.message().contains(why), "{include}: {err}");
+        }
         // What works, and mistakes that depend on the values, start.
         make("source = \"{% include 'fine.j2' %} {{ n + 1 }}\"").unwrap();
         make("source = \"{{ name | int }}\"").unwrap();
