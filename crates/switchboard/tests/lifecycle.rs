@@ -388,6 +388,45 @@ async fn stdio_and_http_with_a_nap_tool(
     (child, addr)
 }
 
+/// A call that outlasts the 10 s a client that closed stdin is promised is
+/// stopped then: the process ends about 10 s after stdin closed, not after
+/// a shutdown drain of 10 s more.
+#[tokio::test]
+async fn a_stdio_call_outlasting_the_10_s_after_stdin_closed_is_stopped_then() {
+    use tokio::io::AsyncWriteExt;
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = serve_with_a_nap_tool(&dir.path().join("nap.toml"), "60", &["--stdio"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    for line in [
+        r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"nap","arguments":{}}}"#,
+    ] {
+        stdin
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let closed = std::time::Instant::now();
+    drop(stdin);
+    let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
+        .await
+        .expect("switchboard exited")
+        .unwrap();
+    let took = closed.elapsed();
+    assert!(status.success(), "{status}");
+    assert!(
+        (Duration::from_secs(9)..Duration::from_secs(15)).contains(&took),
+        "exited {took:?} after stdin closed"
+    );
+}
+
 /// A stdio call still running when its client closes stdin gets the
 /// shutdown's 10 s to finish, and its reply is written.
 #[tokio::test]

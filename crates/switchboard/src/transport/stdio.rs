@@ -92,7 +92,10 @@ pub async fn serve<R, W>(
     let client = Arc::new(client);
     let server = server.for_caller(Caller::new("stdio").in_session(client.clone()));
     server.registry().open_session(&client);
-    let state = Arc::new(Shared::default());
+    let state = Arc::new(Shared {
+        stop_rmcp: shutdown.child_token(),
+        ..Shared::default()
+    });
 
     let writer = tokio::spawn(write_lines(output, line_rx, out_rx, note_rx, state.clone()));
     let reader = tokio::spawn(read_lines(
@@ -103,13 +106,8 @@ pub async fn serve<R, W>(
         state.clone(),
     ));
 
-    serve_channels(
-        server,
-        ReceiverStream::new(in_rx),
-        out_tx,
-        shutdown.child_token(),
-    )
-    .await;
+    let stop_rmcp = state.stop_rmcp.clone();
+    serve_channels(server, ReceiverStream::new(in_rx), out_tx, stop_rmcp).await;
     client.close();
     reader.abort();
     client_left.cancel();
@@ -138,6 +136,8 @@ struct Shared {
     in_flight: Mutex<HashMap<RequestId, CancellationToken>>,
     /// Stops every direct call (each call's token is a child of this one).
     stop_calls: CancellationToken,
+    /// Stops rmcp's service, and with it the calls it runs.
+    stop_rmcp: CancellationToken,
     /// The requests passed to rmcp that it has not answered yet.
     unanswered: Mutex<HashSet<RequestId>>,
     /// Set when the writer stopped (stdout closed): no answer gets out.
@@ -173,6 +173,8 @@ impl Shared {
     /// [`LEFT_GRACE`]. rmcp gives the calls it runs 5 s once its input
     /// closes and then cancels them; a client that closed stdin is promised
     /// 10 s, so the input stays open this long first.
+    /// Calls still running then have had their time: they are stopped, as
+    /// cancelled calls are, rather than given the shutdown's drain on top.
     async fn settle(&self) {
         let give_up = tokio::time::Instant::now() + LEFT_GRACE;
         while tokio::time::Instant::now() < give_up
@@ -180,6 +182,16 @@ impl Shared {
             && (!self.unanswered().is_empty() || !self.in_flight().is_empty())
         {
             tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let running = self.in_flight().len() + self.unanswered().len();
+        if running > 0 {
+            tracing::info!(
+                running,
+                "the stdio client left {} s ago: stopping its calls still running",
+                LEFT_GRACE.as_secs()
+            );
+            self.stop_calls.cancel();
+            self.stop_rmcp.cancel();
         }
     }
 
