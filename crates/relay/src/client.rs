@@ -483,7 +483,11 @@ impl Link {
             _ = closed.wait_for(Option::is_some) => Err(closed_error(&self.closed)),
             () = tokio::time::sleep_until(deadline) => Err(LinkError::Timeout(timeout)),
         };
-        unanswered.answered();
+        // A request given up on is cancelled: the application stops the call
+        // (when it is answered or the link closed, there is nothing to stop).
+        if !matches!(outcome, Err(LinkError::Timeout(_))) {
+            unanswered.answered();
+        }
         self.pending.lock().expect("pending lock").remove(&id);
         match outcome? {
             Outcome::Result(value) => Ok(value),
@@ -632,8 +636,12 @@ async fn read_loop(
     let mut dropped = 0u64;
     let error = loop {
         match protocol::read_message(&mut reader, &mut lines).await {
-            Err(e) => break LinkError::Closed(e.to_string()),
-            Ok(Read::Eof) => {
+            // A reset is a close that found something of ours unread (a
+            // request sent as the application was leaving): the same end.
+            Err(e) if e.kind() != std::io::ErrorKind::ConnectionReset => {
+                break LinkError::Closed(e.to_string());
+            }
+            Ok(Read::Eof) | Err(_) => {
                 break match (last_error.take(), welcome.borrow().is_some()) {
                     (Some(message), false) => LinkError::Unusable(format!(
                         "the application refused the connection: {message}"

@@ -340,6 +340,30 @@ async fn a_cancelled_call_is_dropped_and_answered_cancelled() {
     server.stop().await;
 }
 
+/// A Link request that times out cancels its call, even while the link
+/// stays up for others.
+#[tokio::test]
+async fn a_timed_out_request_cancels_its_call() {
+    let server = Running::start().await;
+    let (link, _events) = link(&server.path).await;
+    let timed_out = link
+        .request(
+            "tools/call",
+            params(json!({"name": "gated", "arguments": {}})),
+            Duration::from_millis(300),
+        )
+        .await;
+    assert!(matches!(timed_out, Err(LinkError::Timeout(_))), "{timed_out:?}");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The call is not waiting at the gate any more: a permit stays unused,
+    // and the link still serves.
+    server.gate.add_permits(1);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(server.gate.available_permits(), 1);
+    assert!(call(&link, "echo", json!({"text": "still here"})).await.is_ok());
+    server.stop().await;
+}
+
 #[tokio::test]
 async fn calls_beyond_the_in_flight_limit_wait_their_turn() {
     let server = Running::start_with(|o| o.max_in_flight(2)).await;
