@@ -353,14 +353,21 @@ async fn a_timed_out_request_cancels_its_call() {
             Duration::from_millis(300),
         )
         .await;
-    assert!(matches!(timed_out, Err(LinkError::Timeout(_))), "{timed_out:?}");
+    assert!(
+        matches!(timed_out, Err(LinkError::Timeout(_))),
+        "{timed_out:?}"
+    );
     tokio::time::sleep(Duration::from_millis(200)).await;
     // The call is not waiting at the gate any more: a permit stays unused,
     // and the link still serves.
     server.gate.add_permits(1);
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(server.gate.available_permits(), 1);
-    assert!(call(&link, "echo", json!({"text": "still here"})).await.is_ok());
+    assert!(
+        call(&link, "echo", json!({"text": "still here"}))
+            .await
+            .is_ok()
+    );
     server.stop().await;
 }
 

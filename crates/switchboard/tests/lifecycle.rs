@@ -388,20 +388,10 @@ async fn stdio_and_http_with_a_nap_tool(
     (child, addr)
 }
 
-/// A call that outlasts the 10 s a client that closed stdin is promised is
-/// stopped then: the process ends about 10 s after stdin closed, not after
-/// a shutdown drain of 10 s more.
-#[tokio::test]
-async fn a_stdio_call_outlasting_the_10_s_after_stdin_closed_is_stopped_then() {
+/// Writes `initialize`, `initialized` and a call of `nap` (id 1) to a
+/// `--stdio` server's stdin.
+async fn initialize_and_call_nap(stdin: &mut tokio::process::ChildStdin) {
     use tokio::io::AsyncWriteExt;
-    let dir = tempfile::tempdir().unwrap();
-    let mut child = serve_with_a_nap_tool(&dir.path().join("nap.toml"), "60", &["--stdio"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
     for line in [
         r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#,
         r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
@@ -412,6 +402,22 @@ async fn a_stdio_call_outlasting_the_10_s_after_stdin_closed_is_stopped_then() {
             .await
             .unwrap();
     }
+}
+
+/// A call that outlasts the 10 s a client that closed stdin is promised is
+/// stopped then: the process ends about 10 s after stdin closed, not after
+/// a shutdown drain of 10 s more.
+#[tokio::test]
+async fn a_stdio_call_outlasting_the_10_s_after_stdin_closed_is_stopped_then() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = serve_with_a_nap_tool(&dir.path().join("nap.toml"), "60", &["--stdio"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    initialize_and_call_nap(&mut stdin).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     let closed = std::time::Instant::now();
     drop(stdin);
@@ -431,7 +437,7 @@ async fn a_stdio_call_outlasting_the_10_s_after_stdin_closed_is_stopped_then() {
 /// shutdown's 10 s to finish, and its reply is written.
 #[tokio::test]
 async fn a_stdio_call_running_when_stdin_closes_finishes_within_10_s() {
-    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    use tokio::io::{AsyncBufReadExt, BufReader};
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("nap.toml");
     let mut child = serve_with_a_nap_tool(&config, "7", &["--stdio"])
@@ -442,16 +448,7 @@ async fn a_stdio_call_running_when_stdin_closes_finishes_within_10_s() {
         .unwrap();
     let mut stdin = child.stdin.take().unwrap();
     let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
-    for line in [
-        r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#,
-        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
-        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"nap","arguments":{}}}"#,
-    ] {
-        stdin
-            .write_all(format!("{line}\n").as_bytes())
-            .await
-            .unwrap();
-    }
+    initialize_and_call_nap(&mut stdin).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     drop(stdin);
     let reply = tokio::time::timeout(Duration::from_secs(12), async {

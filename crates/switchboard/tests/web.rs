@@ -1011,27 +1011,9 @@ async fn hostile_text_stays_text() {
     browser.close().await;
 }
 
-/// From a search result far back, scrolling down loads the pages after it
-/// in order, without gaps or repeats, and the channel is live again at the
-/// end.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn scrolling_down_from_a_search_result_comes_back_to_the_live_channel() {
-    let server = Server::start(&["--ephemeral"]).await;
-    let agent = http_client(&server.url("/mcp"), ProtocolVersion::V_2025_11_25).await;
-    let lines: Vec<String> = (0..260)
-        .map(|i| {
-            if i == 10 {
-                "an old needle".to_owned()
-            } else {
-                format!("line {i}")
-            }
-        })
-        .collect();
-    send(&agent, "#hay", "robo", &lines.join("\n")).await;
-    let browser = Browser::start().await;
-    open_as(&browser, &server.url("/#hay"), "ann").await;
-    wait_shown(&browser, "line 259").await;
-    browser.keys("search-q", "needle\u{E007}").await;
+/// Searches for `query` in the page and clicks the first result.
+async fn search_and_open_the_first_result(browser: &Browser, query: &str) {
+    browser.keys("search-q", &format!("{query}\u{E007}")).await;
     browser
         .until(
             "a search result",
@@ -1040,6 +1022,34 @@ async fn scrolling_down_from_a_search_result_comes_back_to_the_live_channel() {
         )
         .await;
     browser.click("#result-list button").await;
+}
+
+/// `count` lines `line N`, the one at `at` replaced by `needle`.
+fn lines_with_a_needle(count: usize, at: usize, needle: &str) -> Vec<String> {
+    (0..count)
+        .map(|i| {
+            if i == at {
+                needle.to_owned()
+            } else {
+                format!("line {i}")
+            }
+        })
+        .collect()
+}
+
+/// From a search result far back, scrolling down loads the pages after it
+/// in order, without gaps or repeats, and the channel is live again at the
+/// end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scrolling_down_from_a_search_result_comes_back_to_the_live_channel() {
+    let server = Server::start(&["--ephemeral"]).await;
+    let agent = http_client(&server.url("/mcp"), ProtocolVersion::V_2025_11_25).await;
+    let lines = lines_with_a_needle(260, 10, "an old needle");
+    send(&agent, "#hay", "robo", &lines.join("\n")).await;
+    let browser = Browser::start().await;
+    open_as(&browser, &server.url("/#hay"), "ann").await;
+    wait_shown(&browser, "line 259").await;
+    search_and_open_the_first_result(&browser, "needle").await;
     browser
         .until(
             "the message in its place",
@@ -1074,15 +1084,7 @@ async fn search_jumps_to_a_message_and_older_pages_load_on_demand() {
     let server = Server::start(&["--ephemeral"]).await;
     let agent = http_client(&server.url("/mcp"), ProtocolVersion::V_2025_11_25).await;
     // 250 lines in one channel (one send), one needle among them.
-    let lines: Vec<String> = (0..250)
-        .map(|i| {
-            if i == 40 {
-                "the needle is here".to_owned()
-            } else {
-                format!("line {i}")
-            }
-        })
-        .collect();
+    let lines = lines_with_a_needle(250, 40, "the needle is here");
     send(&agent, "#hay", "robo", &lines.join("\n")).await;
     send(&agent, "#other", "robo", "elsewhere").await;
     let browser = Browser::start().await;
@@ -1117,15 +1119,7 @@ async fn search_jumps_to_a_message_and_older_pages_load_on_demand() {
         .click("#channels button[data-channel='#other']")
         .await;
     wait_shown(&browser, "elsewhere").await;
-    browser.keys("search-q", "needle\u{E007}").await;
-    browser
-        .until(
-            "a search result",
-            "return document.querySelector('#result-list button')",
-            WAIT,
-        )
-        .await;
-    browser.click("#result-list button").await;
+    search_and_open_the_first_result(&browser, "needle").await;
     let target = browser
         .until(
             "the message in its channel",
