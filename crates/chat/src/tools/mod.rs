@@ -355,12 +355,22 @@ fn trim_page(messages: &mut Vec<Message>, since: Option<Since>, limit: usize) ->
 const REPLY_BUDGET: usize = 768 * 1024;
 
 /// How many of `messages`, in order, fit in [`REPLY_BUDGET`]; at least one.
-fn fitting<'a>(messages: impl Iterator<Item = &'a Message>) -> usize {
+fn fitting<'a>(messages: impl Iterator<Item = &'a Message> + Clone) -> usize {
+    // The time, ids, kind and keys of a message take under 200 bytes.
+    const FIXED: usize = 200;
+    // Escaping makes a byte at most 6: a page within the budget even so
+    // (the usual case) is not scanned byte by byte.
+    let at_most: usize = messages
+        .clone()
+        .map(|m| 2 * 6 * (m.text.len() + m.nick.len() + m.channel.len()) + FIXED)
+        .sum();
+    if at_most <= REPLY_BUDGET {
+        return messages.count();
+    }
     let mut taken = 0;
     let mut count = 0;
     for m in messages {
-        // The time, ids, kind and keys of a message take under 200 bytes.
-        taken += 2 * (json_len(&m.text) + json_len(&m.nick) + json_len(&m.channel)) + 200;
+        taken += 2 * (json_len(&m.text) + json_len(&m.nick) + json_len(&m.channel)) + FIXED;
         if count > 0 && taken > REPLY_BUDGET {
             break;
         }
@@ -1041,6 +1051,52 @@ mod tests {
         ));
         let registry = switchboard_toolset::Registry::new(vec![tools.clone()]).unwrap();
         Chat(tools, registry)
+    }
+
+    /// A page as long as one reply may carry, JSON-escaped: a byte that
+    /// escapes to six counts six.
+    #[test]
+    fn a_page_stops_at_what_one_reply_carries_escaped() {
+        let message = |seq: i64, text: String| Message {
+            id: seq,
+            channel: "#c".into(),
+            time: chrono::Utc::now(),
+            nick: "bot".into(),
+            text,
+            kind: SenderKind::Agent,
+            seq,
+            channel_id: 1,
+            channel_key: "#c".into(),
+            nick_key: "bot".into(),
+            account: None,
+        };
+        let short: Vec<Message> = (1..=500).map(|i| message(i, "hello".into())).collect();
+        assert_eq!(fitting(short.iter()), 500);
+        // 20,000 bytes of \u0001 each: 240 KB a message, text and structured.
+        let escaped: Vec<Message> = (1..=10)
+            .map(|i| message(i, "\u{1}".repeat(20_000)))
+            .collect();
+        assert_eq!(fitting(escaped.iter()), 3);
+        let plain: Vec<Message> = (1..=10).map(|i| message(i, "x".repeat(20_000))).collect();
+        assert_eq!(fitting(plain.iter()), 10);
+        // One message always goes, however long.
+        let huge = [message(1, "\u{1}".repeat(200_000))];
+        assert_eq!(fitting(huge.iter()), 1);
+        // A page after a position keeps its oldest (the end of a newest-first
+        // page) and says more follow.
+        let mut page: Vec<Message> = (1..=10)
+            .rev()
+            .map(|i| message(i, "\u{1}".repeat(20_000)))
+            .collect();
+        assert!(trim_page(&mut page, Some(Since::Seq(0)), 10));
+        assert_eq!(page.iter().map(|m| m.seq).collect::<Vec<_>>(), [3, 2, 1]);
+        // The newest page keeps its newest.
+        let mut page: Vec<Message> = (1..=10)
+            .rev()
+            .map(|i| message(i, "\u{1}".repeat(20_000)))
+            .collect();
+        assert!(!trim_page(&mut page, None, 10));
+        assert_eq!(page.iter().map(|m| m.seq).collect::<Vec<_>>(), [10, 9, 8]);
     }
 
     #[test]
