@@ -337,9 +337,54 @@ async fn an_address_guessing_tokens_is_made_to_wait() {
         .unwrap();
     assert_eq!(login.status(), StatusCode::TOO_MANY_REQUESTS);
     assert!(login.headers().contains_key(header::RETRY_AFTER));
+    // A cookie is a web key anyone can compute from a guess: it is refused
+    // unchecked too, the right one included.
+    let with_cookie = |secret: &str| {
+        http.get(server.url("/api/channels"))
+            .header(
+                header::COOKIE,
+                format!(
+                    "switchboard_token={}",
+                    switchboard_toolset::Tokens::web_key(secret)
+                ),
+            )
+            .send()
+    };
+    assert_eq!(
+        with_cookie(ALICE).await.unwrap().status(),
+        StatusCode::TOO_MANY_REQUESTS
+    );
     // Once the wait is over, the right token is taken again.
     tokio::time::sleep(Duration::from_secs(wait)).await;
     assert_eq!(list(ALICE).await.unwrap().status(), StatusCode::OK);
+    // Wrong cookies use up an address's allowance as wrong tokens do (from
+    // another loopback address, whose allowance is whole).
+    let other = reqwest::Client::builder()
+        .local_address(std::net::IpAddr::from([127, 0, 0, 2]))
+        .build()
+        .unwrap();
+    let cookie_from_other = |secret: &str| {
+        other
+            .get(server.url("/api/channels"))
+            .header(
+                header::COOKIE,
+                format!(
+                    "switchboard_token={}",
+                    switchboard_toolset::Tokens::web_key(secret)
+                ),
+            )
+            .send()
+    };
+    for i in 0..GUESS_BURST {
+        let guess = cookie_from_other(&format!("guess-number-{i:04}"))
+            .await
+            .unwrap();
+        assert_eq!(guess.status(), StatusCode::UNAUTHORIZED, "cookie guess {i}");
+    }
+    assert_eq!(
+        cookie_from_other(ALICE).await.unwrap().status(),
+        StatusCode::TOO_MANY_REQUESTS
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

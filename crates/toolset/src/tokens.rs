@@ -8,13 +8,13 @@
 //! rules, its send budget carries on); one that is gone, or whose secret
 //! changed, has its old grant revoked.
 //!
-//! A client that presents wrong bearer tokens is slowed down
-//! ([`Tokens::check_from`]): after [`GUESS_BURST`] wrong ones from one
-//! address (an IPv6 /64 counts as one), it may try one more every
-//! [`GUESS_REFILL`], and until then every token it presents, right or
-//! wrong, is refused unchecked ([`Refused::TooManyGuesses`]). Guessing a
-//! weak secret then takes years rather than hours. (Web keys are digests:
-//! too long to guess, so they are not counted.)
+//! A client that presents wrong tokens or web keys is slowed down
+//! ([`Tokens::check_from`], [`Tokens::check_web_from`]): after
+//! [`GUESS_BURST`] wrong ones from one address (an IPv6 /64 counts as one),
+//! it may try one more every [`GUESS_REFILL`], and until then everything it
+//! presents, right or wrong, is refused unchecked
+//! ([`Refused::TooManyGuesses`]). Guessing a weak secret then takes years
+//! rather than hours.
 //!
 //! The web view keeps a token's **web key** in its cookie, not the secret:
 //! a digest of the secret ([`Tokens::web_key`]). It opens the web view's
@@ -272,6 +272,13 @@ impl Tokens {
     /// ```
     pub fn check_from(&self, peer: IpAddr, presented: &str) -> Result<Arc<Grant>, Refused> {
         self.guarded(peer, Instant::now(), || self.check(presented))
+    }
+
+    /// [`Tokens::check_web`] for a client at `peer`, counted with its
+    /// bearer tokens: a web key is a digest anyone can compute from a
+    /// guessed secret, so guessing through the cookie is guessing too.
+    pub fn check_web_from(&self, peer: IpAddr, presented: &str) -> Result<Arc<Grant>, Refused> {
+        self.guarded(peer, Instant::now(), || self.check_web(presented))
     }
 
     /// Runs `check` unless `peer`'s address has no tries left at `now`, and

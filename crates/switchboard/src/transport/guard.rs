@@ -128,7 +128,7 @@ impl Guard {
         let tokens = &self.inner.tokens;
         let grant_of = |presented: &Presented| match presented {
             Presented::Bearer(token) => tokens.check_from(peer, token),
-            Presented::WebKey(key) => tokens.check_web(key).ok_or(Refused::Unknown),
+            Presented::WebKey(key) => tokens.check_web_from(peer, key),
         };
         // A path open to all still learns whose token came with it.
         if !switchboard_web::needs_auth(path) {
