@@ -2275,6 +2275,56 @@ async fn long_messages_are_read_through_the_shim_in_pages_that_fit() {
     daemon.stop().await;
 }
 
+/// A message longer than one relay line carries (chat.max_text_bytes
+/// allows up to 1 MiB) is read cut, saying so, and the reader goes on past
+/// it: it is not an error that eats the message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_longer_than_a_reply_is_read_cut_and_not_lost() {
+    let runtime = runtime_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("relay.sock");
+    let config = dir.path().join("big.toml");
+    std::fs::write(&config, "[chat]\nmax_text_bytes = 1048576\n").unwrap();
+    let daemon = Daemon::start(
+        &socket,
+        runtime.path(),
+        &["--config", config.to_str().unwrap()],
+    )
+    .await;
+    let (writer, _) = agent(&socket, runtime.path()).await;
+    let (reader, _) = agent(&socket, runtime.path()).await;
+    common::call(&reader, "create_channel", json!({"name": "#big"})).await;
+    common::call(
+        &reader,
+        "join_channel",
+        json!({"channel": "#big", "nick": "bigr"}),
+    )
+    .await;
+    for text_ in ["before", &"B".repeat(600_000), "after"] {
+        common::send(&writer, "#big", "writer", text_).await;
+    }
+    let mut read = Vec::new();
+    for _ in 0..3 {
+        let page = common::call(
+            &reader,
+            "read_messages",
+            json!({"nick": "bigr", "limit": 1}),
+        )
+        .await;
+        assert!(!common::is_error(&page), "{}", common::text(&page));
+        read.extend(common::texts(&page));
+    }
+    assert_eq!(read[0], "before");
+    assert!(read[1].starts_with("BBBB"), "{:.40}", read[1]);
+    assert!(
+        read[1].ends_with("[cut: the message is 600000 bytes, more than one reply carries]"),
+        "{}",
+        &read[1][read[1].len() - 80..]
+    );
+    assert_eq!(read[2], "after");
+    daemon.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_agents_share_the_daemons_hub_through_their_shims() {
     let runtime = runtime_dir();

@@ -345,6 +345,7 @@ fn trim_page(messages: &mut Vec<Message>, since: Option<Since>, limit: usize) ->
         }
         None => messages.truncate(fitting(messages.iter())),
     }
+    messages.iter_mut().for_each(cut_to_fit);
     more
 }
 
@@ -354,29 +355,61 @@ fn trim_page(messages: &mut Vec<Message>, since: Option<Since>, limit: usize) ->
 /// arrives whole, and a reader's cursor moves only past what arrived.
 const REPLY_BUDGET: usize = 768 * 1024;
 
-/// How many of `messages`, in order, fit in [`REPLY_BUDGET`]; at least one.
+/// What a message's time, ids, kind and keys take of a reply, at most.
+const FIXED: usize = 200;
+
+/// How many of `messages`, in order, fit in [`REPLY_BUDGET`]; at least one
+/// (which [`cut_to_fit`] makes fit).
 fn fitting<'a>(messages: impl Iterator<Item = &'a Message> + Clone) -> usize {
-    // The time, ids, kind and keys of a message take under 200 bytes.
-    const FIXED: usize = 200;
     // Escaping makes a byte at most 6: a page within the budget even so
     // (the usual case) is not scanned byte by byte.
-    let at_most: usize = messages
-        .clone()
-        .map(|m| 2 * 6 * (m.text.len() + m.nick.len() + m.channel.len()) + FIXED)
-        .sum();
+    let at_most: usize = messages.clone().map(|m| 12 * raw_len(m) + FIXED).sum();
     if at_most <= REPLY_BUDGET {
         return messages.count();
     }
     let mut taken = 0;
     let mut count = 0;
     for m in messages {
-        taken += 2 * (json_len(&m.text) + json_len(&m.nick) + json_len(&m.channel)) + FIXED;
+        taken += reply_len(m);
         if count > 0 && taken > REPLY_BUDGET {
             break;
         }
         count += 1;
     }
     count
+}
+
+fn raw_len(m: &Message) -> usize {
+    m.text.len() + m.nick.len() + m.channel.len()
+}
+
+/// What `m` takes of a reply, which carries it twice, JSON-escaped.
+fn reply_len(m: &Message) -> usize {
+    2 * (json_len(&m.text) + json_len(&m.nick) + json_len(&m.channel)) + FIXED
+}
+
+/// Cuts the text of a message too long for a reply of its own (a
+/// `chat.max_text_bytes` near 1 MiB allows them), saying so: the reader
+/// gets what fits rather than an error, and its cursor moves past a message
+/// it has seen. The web view and `tail` show it whole.
+fn cut_to_fit(m: &mut Message) {
+    if 12 * raw_len(m) + FIXED <= REPLY_BUDGET || reply_len(m) <= REPLY_BUDGET {
+        return;
+    }
+    let total = m.text.len();
+    let note = format!(" [cut: the message is {total} bytes, more than one reply carries]");
+    let room = (REPLY_BUDGET - FIXED) / 2 - json_len(&m.nick) - json_len(&m.channel) - note.len();
+    let mut used = 0;
+    let mut end = 0;
+    for (at, c) in m.text.char_indices() {
+        used += json_len(c.encode_utf8(&mut [0; 4]));
+        if used > room {
+            break;
+        }
+        end = at + c.len_utf8();
+    }
+    m.text.truncate(end);
+    m.text.push_str(&note);
 }
 
 /// The length of `text` as a JSON string's contents.
@@ -686,6 +719,9 @@ impl ChatTools {
             items.truncate(fit);
             more = true;
         }
+        items
+            .iter_mut()
+            .for_each(|item| cut_to_fit(&mut item.message));
         self.inbox.mark_read(me, &items).map_err(fail)?;
         Ok(inbox_output(me.name(), &items, timed_out, more))
     }
@@ -950,6 +986,7 @@ impl ChatTools {
             .map_err(fail)?;
         messages.retain(|m| access.allows(&m.channel));
         messages.truncate(limit.min(fitting(messages.iter())));
+        messages.iter_mut().for_each(cut_to_fit);
         let text = match &channel {
             Some(channel) if messages.is_empty() && !self.knows(channel)? => {
                 unknown_channel(channel, &format!("No messages match {:?} in", p.query))
@@ -1079,9 +1116,21 @@ mod tests {
         assert_eq!(fitting(escaped.iter()), 3);
         let plain: Vec<Message> = (1..=10).map(|i| message(i, "x".repeat(20_000))).collect();
         assert_eq!(fitting(plain.iter()), 10);
-        // One message always goes, however long.
-        let huge = [message(1, "\u{1}".repeat(200_000))];
-        assert_eq!(fitting(huge.iter()), 1);
+        // One message always goes, however long: cut to fit, saying so.
+        let mut huge = message(1, format!("héllo{}", "\u{1}".repeat(200_000)));
+        assert_eq!(fitting(std::iter::once(&huge)), 1);
+        cut_to_fit(&mut huge);
+        assert!(reply_len(&huge) <= REPLY_BUDGET, "{}", reply_len(&huge));
+        assert!(huge.text.starts_with("héllo\u{1}"));
+        assert!(
+            huge.text
+                .ends_with(" [cut: the message is 200006 bytes, more than one reply carries]"),
+            "{}",
+            &huge.text[huge.text.len() - 80..]
+        );
+        let mut fits = message(1, "x".repeat(300_000));
+        cut_to_fit(&mut fits);
+        assert_eq!(fits.text.len(), 300_000);
         // A page after a position keeps its oldest (the end of a newest-first
         // page) and says more follow.
         let mut page: Vec<Message> = (1..=10)
