@@ -1013,6 +1013,12 @@ async fn hostile_text_stays_text() {
 
 /// Searches for `query` in the page and clicks the first result.
 async fn search_and_open_the_first_result(browser: &Browser, query: &str) {
+    browser
+        .run(
+            "document.getElementById('search-q').value = ''; document.getElementById('result-list').replaceChildren()",
+            vec![],
+        )
+        .await;
     browser.keys("search-q", &format!("{query}\u{E007}")).await;
     browser
         .until(
@@ -1076,6 +1082,20 @@ async fn scrolling_down_from_a_search_result_comes_back_to_the_live_channel() {
     // Live again: a new message shows up without a reload.
     send(&agent, "#hay", "robo", "fresh news").await;
     wait_shown(&browser, "fresh news").await;
+
+    // A channel too short to scroll is live again at once.
+    send(&agent, "#short", "robo", "one\na zebra\nthree").await;
+    search_and_open_the_first_result(&browser, "zebra").await;
+    browser
+        .until(
+            "the short channel's result",
+            "return document.querySelector('#messages li.target') && document.getElementById('channel-title').textContent === '#short'",
+            WAIT,
+        )
+        .await;
+    send(&agent, "#short", "robo", "four").await;
+    wait_shown(&browser, "four").await;
+    assert_eq!(shown(&browser).await, ["one", "a zebra", "three", "four"]);
     browser.close().await;
 }
 

@@ -238,6 +238,8 @@ async function openChannel(name, { around } = {}) {
       target.focus();
     }
     $('newest').hidden = false;
+    // A page too short to scroll cannot be scrolled down: load on at once.
+    if (isAtBottom()) loadNewer().catch(fail);
   } else {
     scrollToBottom();
   }
