@@ -15,6 +15,7 @@ use std::{
 };
 
 use anyhow::bail;
+use switchboard_chat::irc::ConnError;
 
 use crate::{
     cli::{DAEMON_APP_ID, ServeArgs},
@@ -78,6 +79,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
 
     let mut report = Report::default();
     report.say(Verdict::Ok, "config", summary(&config, &toolkit));
+    check_log(&mut report, &config);
     check_history(&mut report, &config);
     check_http(&mut report, &config);
     check_socket(&mut report, &config);
@@ -106,12 +108,20 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
                         format!("{server}: registered as {nick}, then quit"),
                     ),
                     Err(e) => {
+                        // A TLS handshake to a plain port waits for ever.
+                        let hint = match e {
+                            ConnError::RegistrationTimeout { .. } if settings.tls.is_some() => {
+                                "; a port that does not speak TLS never answers the handshake: check chat.irc.port and chat.irc.tls"
+                            }
+                            _ => "",
+                        };
                         // Most errors name the server already.
                         let e = e.to_string();
-                        let text = if e.contains(&settings.server) {
-                            e
+                        let address = format!("{}:{}", settings.server, settings.port);
+                        let text = if e.contains(&address) {
+                            format!("{e}{hint}")
                         } else {
-                            format!("{server}: {e}")
+                            format!("{server}: {e}{hint}")
                         };
                         report.say(Verdict::Fail, "irc", text);
                     }
@@ -167,6 +177,27 @@ fn summary(config: &Config, toolkit: &switchboard_toolkit::Toolkit) -> String {
     }
 }
 
+fn check_log(report: &mut Report, config: &Config) {
+    let Some(path) = &config.log.file else {
+        return;
+    };
+    let shown = path.display();
+    let problem = match std::fs::metadata(path) {
+        Ok(meta) if !meta.is_file() => Some("is not a file".to_owned()),
+        Ok(_) if !access(path, libc::W_OK) => Some("is not writable".to_owned()),
+        Ok(_) => None,
+        Err(_) => writable_ancestor(path).err(),
+    };
+    match problem {
+        None => report.say(Verdict::Ok, "log", format!("{shown} can be written")),
+        Some(why) => report.say(
+            Verdict::Fail,
+            "log",
+            format!("{shown} {why}; set log.file (--log-file) to a file you can write"),
+        ),
+    }
+}
+
 fn check_history(report: &mut Report, config: &Config) {
     if !config.chat.enabled {
         return;
@@ -175,8 +206,18 @@ fn check_history(report: &mut Report, config: &Config) {
         report.say(Verdict::Ok, "history", "in memory (--ephemeral)");
         return;
     };
-    if path.exists() {
-        report.say(Verdict::Ok, "history", format!("{} exists", path.display()));
+    if std::fs::symlink_metadata(&path).is_ok() {
+        match sqlite_file(&path) {
+            Ok(()) => report.say(Verdict::Ok, "history", format!("{} exists", path.display())),
+            Err(why) => report.say(
+                Verdict::Fail,
+                "history",
+                format!(
+                    "{} {why}; move it away, or set data_dir (or --data-dir) to another directory",
+                    path.display()
+                ),
+            ),
+        }
         return;
     }
     match writable_ancestor(&path) {
@@ -200,23 +241,56 @@ fn check_history(report: &mut Report, config: &Config) {
     }
 }
 
+/// Whether `path` is a history database SQLite can open: a readable file
+/// that is empty or starts with SQLite's header.
+fn sqlite_file(path: &Path) -> Result<(), String> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path).map_err(|e| format!("cannot be opened: {e}"))?;
+    if !file.metadata().is_ok_and(|m| m.is_file()) {
+        return Err("is not a file".to_owned());
+    }
+    let mut header = [0u8; 16];
+    let read = file
+        .read(&mut header)
+        .map_err(|e| format!("cannot be read: {e}"))?;
+    if read == 0 || header == *b"SQLite format 3\0" {
+        Ok(())
+    } else {
+        Err("is not an SQLite database".to_owned())
+    }
+}
+
 /// The nearest existing directory above `path`, if this user may write in it.
 fn writable_ancestor(path: &Path) -> Result<PathBuf, String> {
     let dir = path
         .ancestors()
         .skip(1)
-        .find(|dir| dir.exists())
+        // A relative path's last ancestor is "": the working directory.
+        .map(|dir| {
+            if dir.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                dir
+            }
+        })
+        .find(|dir| std::fs::symlink_metadata(dir).is_ok())
         .ok_or_else(|| "no directory above it exists".to_owned())?;
     if !dir.is_dir() {
         return Err(format!("{} is not a directory", dir.display()));
     }
-    let c_dir = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())
-        .map_err(|_| "its path contains a NUL byte".to_owned())?;
-    // SAFETY: `c_dir` is a valid NUL-terminated string for the call.
-    if unsafe { libc::access(c_dir.as_ptr(), libc::W_OK | libc::X_OK) } != 0 {
+    if !access(dir, libc::W_OK | libc::X_OK) {
         return Err(format!("{} is not writable", dir.display()));
     }
     Ok(dir.to_owned())
+}
+
+/// Whether this user may use `path` as `mode` (`access(2)`).
+fn access(path: &Path, mode: libc::c_int) -> bool {
+    let Ok(c_path) = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()) else {
+        return false;
+    };
+    // SAFETY: `c_path` is a valid NUL-terminated string for the call.
+    unsafe { libc::access(c_path.as_ptr(), mode) == 0 }
 }
 
 fn check_http(report: &mut Report, config: &Config) {

@@ -78,8 +78,7 @@ async fn what_serve_would_trip_over_is_named_with_the_fix() {
             "[chat]\nbackend = \"irc\"\n[chat.irc]\nserver = \"127.0.0.1\"\nport = {port}\nregister_timeout_s = 2\n"
         ),
     );
-    // The HTTP address is taken; the socket path is too long; the data
-    // directory lies under a file.
+    // The HTTP address is taken; the data directory lies under a file.
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let taken_addr = taken.local_addr().unwrap().to_string();
     let long_socket = dir.path().join("s".repeat(120)).join("relay.sock");
@@ -92,8 +91,6 @@ async fn what_serve_would_trip_over_is_named_with_the_fix() {
             &config,
             "--http",
             &taken_addr,
-            "--socket",
-            long_socket.to_str().unwrap(),
             "--data-dir",
             file.join("data").to_str().unwrap(),
         ],
@@ -103,8 +100,6 @@ async fn what_serve_would_trip_over_is_named_with_the_fix() {
     assert_eq!(output.status.code(), Some(1), "{out}");
     for expected in [
         format!("warn  http      {taken_addr} is in use"),
-        "FAIL  socket".to_owned(),
-        "over the 107 a Unix socket path may have; set socket.path (--socket)".to_owned(),
         format!(
             "FAIL  history   {}/data/history.db cannot be created",
             file.display()
@@ -114,8 +109,80 @@ async fn what_serve_would_trip_over_is_named_with_the_fix() {
         assert!(out.contains(&expected), "{expected:?} not in:\n{out}");
     }
     assert!(
-        String::from_utf8_lossy(&output.stderr).contains("3 checks failed"),
+        String::from_utf8_lossy(&output.stderr).contains("2 checks failed"),
         "{output:?}"
+    );
+
+    // A socket path too long for a socket is a config error.
+    let output = check(
+        dir.path(),
+        &["--stdio", "--socket", long_socket.to_str().unwrap()],
+    )
+    .await;
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("socket.path"),
+        "{output:?}"
+    );
+
+    // A history file that is not a database, a log file that is a
+    // directory; relative paths start in the working directory.
+    let odd = dir.path().join("odd");
+    std::fs::create_dir_all(odd.join("garbage")).unwrap();
+    std::fs::write(odd.join("garbage/history.db"), "not sqlite at all").unwrap();
+    std::fs::create_dir_all(odd.join("a-dir/history.db")).unwrap();
+    for (data, expected) in [
+        ("garbage", "history.db is not an SQLite database"),
+        ("a-dir", "history.db is not a file"),
+    ] {
+        let output = check(
+            dir.path(),
+            &[
+                "--stdio",
+                "--no-socket",
+                "--data-dir",
+                odd.join(data).to_str().unwrap(),
+            ],
+        )
+        .await;
+        assert_eq!(output.status.code(), Some(1), "{}", stdout(&output));
+        assert!(stdout(&output).contains(expected), "{}", stdout(&output));
+    }
+    let output = check(
+        dir.path(),
+        &[
+            "--stdio",
+            "--no-socket",
+            "--log-file",
+            odd.to_str().unwrap(),
+        ],
+    )
+    .await;
+    assert!(
+        stdout(&output).contains("is not a file; set log.file (--log-file)"),
+        "{}",
+        stdout(&output)
+    );
+    let mut relative = tokio::process::Command::new(common::BIN);
+    relative
+        .args([
+            "check",
+            "--no-http",
+            "--data-dir",
+            "newdata",
+            "--socket",
+            "rel.sock",
+        ])
+        .current_dir(dir.path());
+    for var in ISOLATED_ENV {
+        relative.env_remove(var);
+    }
+    let output = relative.output().await.unwrap();
+    assert!(output.status.success(), "{}", stdout(&output));
+    assert!(
+        stdout(&output).contains("ok    socket    rel.sock is free"),
+        "{}",
+        stdout(&output)
     );
 
     // A directory this user may not write (unless root, which may).
@@ -148,5 +215,50 @@ async fn a_config_serve_would_refuse_exits_2_naming_the_key() {
     assert!(
         String::from_utf8_lossy(&output.stderr).contains("chat.max_text_bytes"),
         "{output:?}"
+    );
+}
+
+/// A server that turns the connection away answers the check at once (it
+/// is not dialled again until the registration timeout), in its words.
+#[tokio::test]
+async fn an_irc_server_refusing_the_connection_fails_the_check_at_once() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let (reader, mut writer) = stream.into_split();
+            let mut lines = BufReader::new(reader).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                if line.starts_with("NICK") {
+                    let _ = writer
+                        .write_all(b"ERROR :Closing link: (x@127.0.0.1) [Bad password]\r\n")
+                        .await;
+                    break;
+                }
+            }
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(
+        dir.path(),
+        &format!(
+            "[chat]\nbackend = \"irc\"\n[chat.irc]\nserver = \"127.0.0.1\"\nport = {port}\nregister_timeout_s = 30\n"
+        ),
+    );
+    let started = std::time::Instant::now();
+    let output = check(dir.path(), &["--config", &config, "--stdio", "--ephemeral"]).await;
+    let out = stdout(&output);
+    assert_eq!(output.status.code(), Some(1), "{out}");
+    assert!(
+        out.contains(&format!(
+            "FAIL  irc       127.0.0.1:{port}: the IRC server closed the connection: Closing link: (x@127.0.0.1) [Bad password]"
+        )),
+        "{out}"
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(15),
+        "took {:?}",
+        started.elapsed()
     );
 }

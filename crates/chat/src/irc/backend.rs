@@ -132,18 +132,30 @@ pub async fn probe(settings: &IrcSettings, nick: &str) -> Result<String, ConnErr
         },
         None,
     );
-    let ready = tokio::time::timeout(settings.register_timeout, connection.ready()).await;
-    let outcome = match (ready, connection.status()) {
-        (Ok(Ok(())), Status::Registered { nick }) => Ok(nick),
-        (Ok(Err(e)), _) => Err(e),
-        // Still dialling: the last reason it gave, or the timeout.
-        (_, Status::Disconnected(e)) => Err(e),
-        _ => Err(ConnError::RegistrationTimeout {
+    // The first outcome is the answer: a connection that failed would only
+    // be dialled again.
+    let mut status = connection.status_changes();
+    let settled = tokio::time::timeout(
+        settings.register_timeout,
+        status.wait_for(|s| !matches!(s, Status::Connecting)),
+    )
+    .await;
+    let outcome = match settled.map(|s| s.map(|s| s.clone())) {
+        Ok(Ok(Status::Registered { nick })) => Ok(nick),
+        Ok(Ok(Status::Disconnected(e) | Status::Failed(e))) => Err(e),
+        Ok(_) => Err(ConnError::Shutdown),
+        Err(_) => Err(ConnError::RegistrationTimeout {
             server: format!("{}:{}", settings.server, settings.port),
             after: settings.register_timeout,
         }),
     };
     connection.quit();
+    // Give the QUIT its moment on the wire before the caller exits.
+    let _ = tokio::time::timeout(
+        Duration::from_secs(2),
+        status.wait_for(|s| !matches!(s, Status::Registered { .. })),
+    )
+    .await;
     outcome
 }
 
