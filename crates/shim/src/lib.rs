@@ -671,7 +671,8 @@ async fn call_tool(upstream: &Arc<Upstream>, id: &Id, params: &Map<String, Value
             "{app} returned a malformed result for {name}: {reason}"
         ))),
         Err(CallFailure::Absent) => Ok(tool_error(&format!(
-            "{app} is not running; start it and try again"
+            "{app} is not running (nothing serves at {}); start it and try again",
+            upstream.socket().display()
         ))),
         Err(CallFailure::TimedOut) => Ok(tool_error(&format!(
             "{app} did not respond in time; the call may still have run"

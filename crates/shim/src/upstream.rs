@@ -246,6 +246,11 @@ impl Upstream {
     }
 
     /// The name to show in messages: from the application, else the id.
+    /// The socket the application is reached at.
+    pub fn socket(&self) -> &Path {
+        &self.socket
+    }
+
     pub fn app_name(&self) -> String {
         self.snapshot
             .lock()

@@ -1208,7 +1208,10 @@ async fn a_socket_path_that_cannot_be_a_socket_is_named_as_such() {
     shim.initialize().await;
     assert_tool_error(
         &shim.call("anything", json!({})).await,
-        &["is not running; start it and try again"],
+        &[&format!(
+            "is not running (nothing serves at {}); start it and try again",
+            stale.socket.display()
+        )],
     );
     shim.finish_cleanly().await;
 }
