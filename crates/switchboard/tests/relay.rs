@@ -2250,6 +2250,13 @@ async fn long_messages_are_read_through_the_shim_in_pages_that_fit() {
     let shown = common::texts(&newest);
     assert!((1..40).contains(&shown.len()), "{} messages", shown.len());
     assert_eq!(shown[0], sent[39]);
+    // It says where the messages it left out are: all 40 were asked for.
+    let said = common::text(&newest);
+    assert!(
+        said.ends_with("(Older messages did not fit in one reply: since = 0 reads on from them.)"),
+        "{}",
+        &said[said.len().saturating_sub(120)..]
+    );
 
     // The inbox (joined before the messages came), page by page: every
     // message once, in order.

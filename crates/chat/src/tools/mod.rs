@@ -660,6 +660,19 @@ impl ChatTools {
                 let (messages, more) = self.read_page(&channel, tip, since, limit)?;
                 let newest = messages.first().map(|m| (m.channel_id, m.seq));
                 let mut output = messages_output(&channel, &messages, since, more, false);
+                // The newest page stops early only at the reply's size.
+                if let (None, Some(oldest)) = (since, messages.last())
+                    && oldest.seq > 1
+                    && messages.len() < limit
+                {
+                    let from = oldest
+                        .seq
+                        .saturating_sub(limit as i64 - messages.len() as i64 + 1)
+                        .max(0);
+                    output.text.push_str(&format!(
+                        "\n(Older messages did not fit in one reply: since = {from} reads on from them.)"
+                    ));
+                }
                 if tip.is_none() && !self.knows(&channel)? {
                     output.text = unknown_channel(&channel, "No messages in");
                 }
@@ -985,18 +998,28 @@ impl ChatTools {
             .await
             .map_err(fail)?;
         messages.retain(|m| access.allows(&m.channel));
+        let found = messages.len().min(limit);
         messages.truncate(limit.min(fitting(messages.iter())));
         messages.iter_mut().for_each(cut_to_fit);
+        let left_out = found - messages.len();
         let text = match &channel {
             Some(channel) if messages.is_empty() && !self.knows(channel)? => {
                 unknown_channel(channel, &format!("No messages match {:?} in", p.query))
             }
             _ if messages.is_empty() => format!("No messages match {:?}.", p.query),
-            _ => messages
-                .iter()
-                .map(search_line)
-                .collect::<Vec<_>>()
-                .join("\n"),
+            _ => {
+                let mut text = messages
+                    .iter()
+                    .map(search_line)
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                if left_out > 0 {
+                    text.push_str(&format!(
+                        "\n({left_out} more matches did not fit in one reply; narrow the query or ask for fewer.)"
+                    ));
+                }
+                text
+            }
         };
         Ok(search_output(text, &p.query, &messages))
     }
