@@ -530,9 +530,13 @@ fn is_direct(members: &[String], me: &str, speaker: &str) -> bool {
         && members.iter().any(|m| m == speaker)
 }
 
+/// What an event's text may take, JSON-escaped: well inside the 64 KiB a
+/// relay event carries with its meta. A push is a nudge; the rest is read.
+const EVENT_TEXT: usize = 32 * 1024;
+
 fn channel_event(messages: &[Pushed]) -> Notification {
     let last = &messages[messages.len() - 1].message;
-    let content = if messages.len() == 1 {
+    let mut content = if messages.len() == 1 {
         last.text.clone()
     } else {
         messages
@@ -541,6 +545,11 @@ fn channel_event(messages: &[Pushed]) -> Notification {
             .collect::<Vec<_>>()
             .join("\n")
     };
+    crate::text::cut_escaped(
+        &mut content,
+        EVENT_TEXT,
+        &format!(" … (cut; read_messages on {} shows it all)", last.channel),
+    );
     let mut senders: Vec<&str> = Vec::new();
     let mut kinds: Vec<&str> = Vec::new();
     for p in messages {
@@ -748,6 +757,37 @@ mod tests {
         assert_eq!(meta["sender_kind"], "human,agent");
         assert_eq!(meta["mention"], "true");
         assert_eq!(meta["count"], "2");
+    }
+
+    /// Five long messages coalesced, or one of control characters, make an
+    /// event a relay can carry (64 KiB), cut and saying so.
+    #[test]
+    fn a_long_event_is_cut_to_what_a_relay_event_carries() {
+        let pushed = |id: i64, text: String| Pushed {
+            message: Arc::new(message(id, SenderKind::Agent, "eve", &text)),
+            mention: true,
+            to: NameRules::default().nick("bob").unwrap(),
+        };
+        for event in [
+            channel_event(
+                &(1..=5)
+                    .map(|i| pushed(i, "y".repeat(30_000)))
+                    .collect::<Vec<_>>(),
+            ),
+            channel_event(&[pushed(1, "\u{3}".repeat(32_000))]),
+        ] {
+            let bytes = serde_json::to_vec(&event.params).unwrap().len();
+            assert!(bytes < 60 * 1024, "{bytes} bytes");
+            let content = event.params["content"].as_str().unwrap();
+            assert!(
+                content.ends_with(" … (cut; read_messages on #c shows it all)"),
+                "{}",
+                &content[content.len() - 60..]
+            );
+        }
+        // A short one is whole.
+        let event = channel_event(&[pushed(1, "short".into())]);
+        assert_eq!(event.params["content"], "short");
     }
 
     #[tokio::test]

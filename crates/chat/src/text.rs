@@ -154,6 +154,40 @@ pub(crate) fn split_to_fit(line: &str, budget: usize) -> Vec<&str> {
     pieces
 }
 
+/// The length of `text` as the contents of a JSON string: what it takes of
+/// a reply or an event, where a control character escapes to six bytes.
+pub(crate) fn json_len(text: &str) -> usize {
+    text.bytes()
+        .map(|b| match b {
+            b'"' | b'\\' | b'\n' | b'\r' | b'\t' | 0x08 | 0x0c => 2,
+            0..=0x1f => 6,
+            _ => 1,
+        })
+        .sum()
+}
+
+/// Cuts `text`, at a character boundary, to what takes at most `room`
+/// bytes as JSON ([`json_len`]) and ends it with `note`; false when it fit
+/// already.
+pub(crate) fn cut_escaped(text: &mut String, room: usize, note: &str) -> bool {
+    if json_len(text) <= room {
+        return false;
+    }
+    let room = room.saturating_sub(json_len(note));
+    let mut used = 0;
+    let mut end = 0;
+    for (at, c) in text.char_indices() {
+        used += json_len(c.encode_utf8(&mut [0; 4]));
+        if used > room {
+            break;
+        }
+        end = at + c.len_utf8();
+    }
+    text.truncate(end);
+    text.push_str(note);
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

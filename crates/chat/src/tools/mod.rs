@@ -38,6 +38,7 @@ use crate::{
     inbox::Inbox,
     names::{Channel, Nick, nick_for_process},
     push::{PushMode, PushSettings, Pusher},
+    text::{cut_escaped, json_len},
 };
 use definitions::{
     ChatTool, READ_DEFAULT, READ_MAX, SEARCH_DEFAULT, SEARCH_MAX, WAIT_DEFAULT_S, WAIT_MAX_S,
@@ -396,31 +397,12 @@ fn cut_to_fit(m: &mut Message) {
     if 12 * raw_len(m) + FIXED <= REPLY_BUDGET || reply_len(m) <= REPLY_BUDGET {
         return;
     }
-    let total = m.text.len();
-    let note = format!(" [cut: the message is {total} bytes, more than one reply carries]");
-    let room = (REPLY_BUDGET - FIXED) / 2 - json_len(&m.nick) - json_len(&m.channel) - note.len();
-    let mut used = 0;
-    let mut end = 0;
-    for (at, c) in m.text.char_indices() {
-        used += json_len(c.encode_utf8(&mut [0; 4]));
-        if used > room {
-            break;
-        }
-        end = at + c.len_utf8();
-    }
-    m.text.truncate(end);
-    m.text.push_str(&note);
-}
-
-/// The length of `text` as a JSON string's contents.
-fn json_len(text: &str) -> usize {
-    text.bytes()
-        .map(|b| match b {
-            b'"' | b'\\' | b'\n' | b'\r' | b'\t' | 0x08 | 0x0c => 2,
-            0..=0x1f => 6,
-            _ => 1,
-        })
-        .sum()
+    let note = format!(
+        " [cut: the message is {} bytes, more than one reply carries]",
+        m.text.len()
+    );
+    let room = (REPLY_BUDGET - FIXED) / 2 - json_len(&m.nick) - json_len(&m.channel);
+    cut_escaped(&mut m.text, room, &note);
 }
 
 /// Runs a long call, reporting progress every [`PROGRESS_EVERY`] when the
