@@ -18,7 +18,7 @@ use anyhow::bail;
 use switchboard_chat::irc::ConnError;
 
 use crate::{
-    cli::{DAEMON_APP_ID, ServeArgs},
+    cli::{self, ServeArgs},
     config::{Backend, Config, env_var},
 };
 
@@ -319,9 +319,7 @@ fn check_socket(report: &mut Report, config: &Config) {
     if !config.socket.enabled {
         return;
     }
-    let path = config.socket.path.clone().unwrap_or_else(|| {
-        switchboard_relay::socket_path(switchboard_relay::DEFAULT_PREFIX, DAEMON_APP_ID)
-    });
+    let path = cli::daemon_socket(&config.socket.path);
     // sun_path holds 108 bytes, the terminating NUL included.
     let length = path.as_os_str().len();
     let shown = path.display();

@@ -2214,24 +2214,47 @@ async fn stderr_of(mut stderr: tokio::process::ChildStderr) -> String {
     text
 }
 
-/// Forty messages of 32 KB are far more than one relay line carries: reads
-/// through the shim come in pages that fit, and what a page leaves out
-/// stays unread for the next read.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn long_messages_are_read_through_the_shim_in_pages_that_fit() {
+/// A daemon with `config`, and two agents through their shims: a writer,
+/// and a reader that has joined `#big` as `nick` (the temporary directories
+/// last as long as the value).
+async fn writer_and_reader_in_big(
+    config: &str,
+    nick: &str,
+) -> (
+    Daemon,
+    common::Client,
+    common::Client,
+    (tempfile::TempDir, tempfile::TempDir),
+) {
     let runtime = runtime_dir();
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("relay.sock");
-    let daemon = Daemon::start(&socket, runtime.path(), &[]).await;
+    let file = dir.path().join("switchboard.toml");
+    std::fs::write(&file, config).unwrap();
+    let daemon = Daemon::start(
+        &socket,
+        runtime.path(),
+        &["--config", file.to_str().unwrap()],
+    )
+    .await;
     let (writer, _) = agent(&socket, runtime.path()).await;
     let (reader, _) = agent(&socket, runtime.path()).await;
     common::call(&reader, "create_channel", json!({"name": "#big"})).await;
     common::call(
         &reader,
         "join_channel",
-        json!({"channel": "#big", "nick": "inboxer"}),
+        json!({"channel": "#big", "nick": nick}),
     )
     .await;
+    (daemon, writer, reader, (runtime, dir))
+}
+
+/// Forty messages of 32 KB are far more than one relay line carries: reads
+/// through the shim come in pages that fit, and what a page leaves out
+/// stays unread for the next read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_messages_are_read_through_the_shim_in_pages_that_fit() {
+    let (daemon, writer, reader, _dirs) = writer_and_reader_in_big("", "inboxer").await;
     let sent: Vec<String> = (0..40)
         .map(|i| format!("m{i:02} {}", "y".repeat(32_000)))
         .collect();
@@ -2290,26 +2313,8 @@ async fn long_messages_are_read_through_the_shim_in_pages_that_fit() {
 /// it: it is not an error that eats the message.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_message_longer_than_a_reply_is_read_cut_and_not_lost() {
-    let runtime = runtime_dir();
-    let dir = tempfile::tempdir().unwrap();
-    let socket = dir.path().join("relay.sock");
-    let config = dir.path().join("big.toml");
-    std::fs::write(&config, "[chat]\nmax_text_bytes = 1048576\n").unwrap();
-    let daemon = Daemon::start(
-        &socket,
-        runtime.path(),
-        &["--config", config.to_str().unwrap()],
-    )
-    .await;
-    let (writer, _) = agent(&socket, runtime.path()).await;
-    let (reader, _) = agent(&socket, runtime.path()).await;
-    common::call(&reader, "create_channel", json!({"name": "#big"})).await;
-    common::call(
-        &reader,
-        "join_channel",
-        json!({"channel": "#big", "nick": "bigr"}),
-    )
-    .await;
+    let (daemon, writer, reader, _dirs) =
+        writer_and_reader_in_big("[chat]\nmax_text_bytes = 1048576\n", "bigr").await;
     for text_ in ["before", &"B".repeat(600_000), "after"] {
         common::send(&writer, "#big", "writer", text_).await;
     }

@@ -339,8 +339,9 @@ async fn an_address_guessing_tokens_is_made_to_wait() {
     assert!(login.headers().contains_key(header::RETRY_AFTER));
     // A cookie is a web key anyone can compute from a guess: it is refused
     // unchecked too, the right one included.
-    let with_cookie = |secret: &str| {
-        http.get(server.url("/api/channels"))
+    let cookie_from = |client: &reqwest::Client, secret: &str| {
+        client
+            .get(server.url("/api/channels"))
             .header(
                 header::COOKIE,
                 format!(
@@ -350,6 +351,7 @@ async fn an_address_guessing_tokens_is_made_to_wait() {
             )
             .send()
     };
+    let with_cookie = |secret: &str| cookie_from(&http, secret);
     assert_eq!(
         with_cookie(ALICE).await.unwrap().status(),
         StatusCode::TOO_MANY_REQUESTS
@@ -363,18 +365,7 @@ async fn an_address_guessing_tokens_is_made_to_wait() {
         .local_address(std::net::IpAddr::from([127, 0, 0, 2]))
         .build()
         .unwrap();
-    let cookie_from_other = |secret: &str| {
-        other
-            .get(server.url("/api/channels"))
-            .header(
-                header::COOKIE,
-                format!(
-                    "switchboard_token={}",
-                    switchboard_toolset::Tokens::web_key(secret)
-                ),
-            )
-            .send()
-    };
+    let cookie_from_other = |secret: &str| cookie_from(&other, secret);
     for i in 0..GUESS_BURST {
         let guess = cookie_from_other(&format!("guess-number-{i:04}"))
             .await
