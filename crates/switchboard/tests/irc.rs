@@ -972,11 +972,15 @@ async fn tls_with_a_private_ca(kind: ServerKind) {
         .expect(|l| l.trailing() == Some("over TLS"), WAIT)
         .await;
 
-    // Without the CA, the server's certificate is not trusted: not delivered.
+    // Without the CA, the server's certificate is not trusted: not delivered,
+    // and the error says which setting trusts it.
     let untrusted = Bridge::start(&server, "tls = true\nnick = \"sb2\"\nsend_timeout_s = 3").await;
     let result = untrusted.send("#tls", "bob", "x").await;
     assert!(
-        is_error(&result) && text(&result).starts_with("not delivered"),
+        is_error(&result)
+            && text(&result).starts_with("not delivered")
+            && text(&result).contains("certificate was refused")
+            && text(&result).contains("chat.irc.ca_file"),
         "{}",
         text(&result)
     );

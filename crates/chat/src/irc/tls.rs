@@ -113,8 +113,38 @@ pub(super) async fn dial(
         timed_out(
             "connected, but the TLS handshake timed out: is this port plain text? (check chat.irc.tls and chat.irc.port)",
         )
-    })??;
+    })?
+    .map_err(|e| refused_certificate(e, host))?;
     Ok(Box::new(stream))
+}
+
+/// Says why the server's certificate was refused and what to change, in
+/// place of rustls's variant name (`invalid peer certificate: UnknownIssuer`).
+fn refused_certificate(e: std::io::Error, host: &str) -> std::io::Error {
+    use rustls::CertificateError as Cert;
+    let Some(rustls::Error::InvalidCertificate(cert)) =
+        e.get_ref().and_then(|inner| inner.downcast_ref())
+    else {
+        return e;
+    };
+    let why = match cert {
+        Cert::UnknownIssuer => "it is not signed by an authority this host trusts; if the server uses a private CA, give that CA's certificate (PEM) in chat.irc.ca_file".to_owned(),
+        Cert::NotValidForName | Cert::NotValidForNameContext { .. } => {
+            format!("it is not made out to {host}; set chat.irc.host to a name the certificate carries")
+        }
+        Cert::Expired | Cert::ExpiredContext { .. } => {
+            "it has expired; the server's operator must renew it".to_owned()
+        }
+        Cert::NotValidYet | Cert::NotValidYetContext { .. } => {
+            "it is not valid yet; check this host's clock".to_owned()
+        }
+        Cert::Revoked => "it has been revoked".to_owned(),
+        other => format!("{other:?}"),
+    };
+    std::io::Error::new(
+        std::io::ErrorKind::InvalidData,
+        format!("the IRC server's TLS certificate was refused: {why}"),
+    )
 }
 
 #[cfg(test)]
@@ -149,5 +179,31 @@ mod tests {
             "{message}"
         );
         silent.abort();
+    }
+
+    /// rustls's verdicts on a certificate become what to change, naming the
+    /// setting; other errors pass through as they were.
+    #[test]
+    fn a_refused_certificate_names_what_to_change() {
+        let refused = |cert| {
+            let e = std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                rustls::Error::InvalidCertificate(cert),
+            );
+            refused_certificate(e, "irc.example.org").to_string()
+        };
+        let unknown = refused(rustls::CertificateError::UnknownIssuer);
+        assert!(
+            unknown.contains("not signed by an authority") && unknown.contains("chat.irc.ca_file"),
+            "{unknown}"
+        );
+        let name = refused(rustls::CertificateError::NotValidForName);
+        assert!(
+            name.contains("not made out to irc.example.org") && name.contains("chat.irc.host"),
+            "{name}"
+        );
+        assert!(refused(rustls::CertificateError::Expired).contains("expired"));
+        let other = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset");
+        assert_eq!(refused_certificate(other, "h").to_string(), "reset");
     }
 }
