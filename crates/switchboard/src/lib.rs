@@ -143,7 +143,9 @@ pub(crate) fn say_to_stderr(line: std::fmt::Arguments<'_>) {
 /// Bad configuration or a request that cannot be carried out as asked
 /// (exit status 2), rather than a failure at run time (1).
 fn is_usage_error(e: &anyhow::Error) -> bool {
-    e.is::<ConfigError>() || e.downcast_ref().is_some_and(BackupError::is_refusal)
+    e.is::<ConfigError>()
+        || e.is::<terminal::Misused>()
+        || e.downcast_ref().is_some_and(BackupError::is_refusal)
 }
 
 /// The whole program: parses the command line, runs the command and says

@@ -49,8 +49,15 @@ async fn call(
     link.request("tools/call", Some(params), timeout).await
 }
 
-/// The text of a tool result, and whether it is an error.
-fn outcome(result: &Value) -> (String, bool) {
+/// A call the daemon refused as made, naming the argument (a malformed
+/// channel name or nick): the command line was wrong, exit status 2.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Misused(String);
+
+/// The text of a tool result, or its error: [`Misused`] when the daemon
+/// refused an argument, else a failure to carry the call out.
+fn checked(result: &Value) -> anyhow::Result<String> {
     let text = result["content"]
         .as_array()
         .into_iter()
@@ -58,7 +65,13 @@ fn outcome(result: &Value) -> (String, bool) {
         .filter_map(|c| c["text"].as_str())
         .collect::<Vec<_>>()
         .join("\n");
-    (text, result["isError"].as_bool().unwrap_or(false))
+    if !result["isError"].as_bool().unwrap_or(false) {
+        return Ok(text);
+    }
+    if result["structuredContent"]["invalid_argument"].is_string() {
+        return Err(Misused(text).into());
+    }
+    bail!("{text}")
 }
 
 /// Prints `messages` (as returned, newest first) oldest first; returns the
@@ -128,10 +141,7 @@ pub async fn tail(
         CALL,
     )
     .await?;
-    let (text, failed) = outcome(&result);
-    if failed {
-        bail!("{text}");
-    }
+    checked(&result)?;
     let mut stdout = std::io::stdout().lock();
     let messages = result["structuredContent"]["messages"]
         .as_array()
@@ -147,10 +157,7 @@ pub async fn tail(
         let arguments = json!({"channel": channel, "since": since, "timeout_s": WAIT_S});
         match call(&link, "wait_for_messages", arguments, WAIT_CALL).await {
             Ok(result) => {
-                let (text, failed) = outcome(&result);
-                if failed {
-                    bail!("{text}");
-                }
+                checked(&result)?;
                 let messages = result["structuredContent"]["messages"]
                     .as_array()
                     .cloned()
@@ -188,11 +195,7 @@ pub async fn say(
         CALL,
     )
     .await?;
-    let (text, failed) = outcome(&result);
-    if failed {
-        bail!("{text}");
-    }
-    println!("{text}");
+    println!("{}", checked(&result)?);
     Ok(())
 }
 

@@ -198,22 +198,47 @@ async fn say_and_tail_on_the_local_hub() {
     assert_eq!(stdout.lines().count(), 5);
     follower.stop().await;
 
-    // A bad nick is the tool's clear error, and exit 1.
+    // A bad nick, channel or text is the tool's clear error, and exit 2
+    // (the command line was wrong); nothing is sent.
+    for (channel, nick, text, says) in [
+        ("#c", "bad nick", "x", "space"),
+        ("#a,b", "ann", "x", "comma"),
+        ("#c", "ann", "", "empty"),
+    ] {
+        let (status, stdout, stderr) = run(
+            &[
+                "say",
+                channel,
+                text,
+                "--as",
+                nick,
+                "--socket",
+                socket.to_str().unwrap(),
+            ],
+            rt,
+        )
+        .await;
+        assert_eq!(
+            status.code(),
+            Some(2),
+            "{channel} {nick} {text:?}: {stderr}"
+        );
+        assert_eq!(stdout, "");
+        assert!(stderr.contains(says), "{stderr}");
+    }
     let (status, _, stderr) = run(
         &[
-            "say",
-            "#c",
-            "x",
-            "--as",
-            "bad nick",
+            "tail",
+            "#a b",
+            "--no-follow",
             "--socket",
             socket.to_str().unwrap(),
         ],
         rt,
     )
     .await;
-    assert_eq!(status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("space"), "{stderr}");
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert_eq!(tail_no_follow(&socket, rt, "#c").await.len(), 5);
 
     assert!(daemon.stop().await.success());
 }

@@ -26,6 +26,8 @@ use crate::{JsonObject, ToolError};
 ///     err.message(),
 ///     "invalid arguments for read: invalid type: integer `5`, expected a string (at /channel)"
 /// );
+/// // Programs tell it from a failure to carry the call out.
+/// assert_eq!(err.structured().unwrap()["invalid_argument"], "channel");
 /// ```
 pub fn parse_args<T: DeserializeOwned>(tool: &str, arguments: JsonObject) -> Result<T, ToolError> {
     serde_path_to_error::deserialize(serde_json::Value::Object(arguments)).map_err(|e| {
@@ -41,11 +43,16 @@ pub fn parse_args<T: DeserializeOwned>(tool: &str, arguments: JsonObject) -> Res
                 Segment::Unknown => "/?".to_owned(),
             })
             .collect();
+        let argument = match e.path().iter().next() {
+            Some(Segment::Map { key }) => key.clone(),
+            _ => "arguments".to_owned(),
+        };
         let e = e.into_inner();
-        if pointer.is_empty() {
-            ToolError::new(format!("invalid arguments for {tool}: {e}"))
+        let message = if pointer.is_empty() {
+            format!("invalid arguments for {tool}: {e}")
         } else {
-            ToolError::new(format!("invalid arguments for {tool}: {e} (at {pointer})"))
-        }
+            format!("invalid arguments for {tool}: {e} (at {pointer})")
+        };
+        ToolError::invalid_argument(&argument, message)
     })
 }

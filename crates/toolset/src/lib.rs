@@ -138,6 +138,20 @@ impl ToolError {
         }
     }
 
+    /// Arguments the tool cannot act on as given (a malformed channel name,
+    /// a missing field), as opposed to a failure to carry out a valid call.
+    /// Programs tell the two apart by `structuredContent`'s
+    /// `invalid_argument`, the argument's name (`arguments` for the whole
+    /// object).
+    ///
+    /// ```
+    /// let e = switchboard_toolset::ToolError::invalid_argument("channel", "no spaces in a channel name");
+    /// assert_eq!(e.structured().unwrap()["invalid_argument"], "channel");
+    /// ```
+    pub fn invalid_argument(argument: &str, message: impl Into<String>) -> Self {
+        Self::new(message).with_structured(serde_json::json!({ "invalid_argument": argument }))
+    }
+
     /// The same error carrying `structured` for programs.
     #[must_use]
     pub fn with_structured(mut self, structured: serde_json::Value) -> Self {

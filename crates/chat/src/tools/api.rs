@@ -232,7 +232,8 @@ impl ChatTools {
         text: &str,
         access: &Access,
     ) -> Result<Delivery, ToolError> {
-        let lines = message_lines(text, self.settings.max_text_bytes).map_err(fail)?;
+        let lines = message_lines(text, self.settings.max_text_bytes)
+            .map_err(|e| ToolError::invalid_argument("text", e.to_string()))?;
         access.send(lines.len())?;
         let delivery = self
             .backend

@@ -434,7 +434,11 @@ impl ChatTools {
 
     /// The channel `raw` names, if the caller may use it.
     fn channel_for(&self, raw: &str, access: &Access) -> Result<Channel, ToolError> {
-        let channel = self.backend.rules().channel(raw).map_err(fail)?;
+        let channel = self
+            .backend
+            .rules()
+            .channel(raw)
+            .map_err(|e| ToolError::invalid_argument("channel", e.to_string()))?;
         access.channel(&channel)?;
         Ok(channel)
     }
@@ -449,7 +453,7 @@ impl ChatTools {
             Some(nick) => Some(
                 rules
                     .nick(nick)
-                    .map_err(|e| ToolError::new(format!("nick: {e}")))?,
+                    .map_err(|e| ToolError::invalid_argument("nick", format!("nick: {e}")))?,
             ),
             None => caller
                 .identity()
@@ -566,13 +570,14 @@ impl ChatTools {
             .or_else(|| caller.identity())
             .or_else(|| access.default_nick())
             .ok_or_else(|| {
-                ToolError::new(
+                ToolError::invalid_argument(
+                    "sender",
                     "invalid arguments for send_message: missing field `sender` (your nick)",
                 )
             })?;
         let sender = rules
             .nick(&sender)
-            .map_err(|e| ToolError::new(format!("sender: {e}")))?;
+            .map_err(|e| ToolError::invalid_argument("sender", format!("sender: {e}")))?;
         access.nick(&sender)?;
         let kind = if caller.human || access.human() {
             SenderKind::Human
