@@ -1288,6 +1288,88 @@ async fn the_page_reconnects_after_a_restart_without_holes_or_repeats() {
     browser.close().await;
 }
 
+/// Switching channels while the server is down shows neither the other
+/// channel's messages nor its members; once it is back, the new channel's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn switching_channels_while_the_server_is_down_shows_nothing_stale() {
+    let port = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let addr = format!("127.0.0.1:{port}");
+    let args = [
+        "--http",
+        addr.as_str(),
+        "--data-dir",
+        data.to_str().unwrap(),
+    ];
+    let server = Server::start(&args).await;
+    let (agent, browser) = ann_follows_robo_in_c(&server, "in c", "in c").await;
+    send(&agent, "#d", "other", "in d").await;
+    let members =
+        "return [...document.querySelectorAll('#member-list li bdi')].map(e => e.textContent)";
+    browser
+        .until(
+            "#d listed and robo among #c's members",
+            &format!(
+                "return document.querySelector('#channels button[data-channel=\"#d\"]') !== null \
+                 && (() => {{ {members} }})().includes('robo')"
+            ),
+            WAIT,
+        )
+        .await;
+
+    server.signal(libc::SIGTERM);
+    assert!(server.exit(WAIT).await.success());
+    browser
+        .until(
+            "the page to notice",
+            "return document.body.dataset.live === 'false'",
+            WAIT,
+        )
+        .await;
+    browser
+        .run(
+            "document.querySelector('#channels button[data-channel=\"#d\"]').click()",
+            vec![],
+        )
+        .await;
+    browser
+        .until(
+            "#d's title",
+            "return document.getElementById('channel-title').textContent === '#d'",
+            WAIT,
+        )
+        .await;
+    assert_eq!(shown(&browser).await, Vec::<String>::new());
+    assert_eq!(browser.run(members, vec![]).await, json!([]));
+
+    let _server = Server::start(&args).await;
+    reconnected(&browser).await;
+    browser
+        .run(
+            "document.querySelector('#channels button[data-channel=\"#d\"]').click()",
+            vec![],
+        )
+        .await;
+    wait_shown(&browser, "in d").await;
+    browser
+        .until(
+            "other among #d's members",
+            &format!("return (() => {{ {members} }})().includes('other')"),
+            WAIT,
+        )
+        .await;
+    assert!(
+        !browser
+            .run(members, vec![])
+            .await
+            .as_array()
+            .unwrap()
+            .contains(&json!("robo"))
+    );
+    browser.close().await;
+}
+
 /// An `--ephemeral` server starts a new history when it restarts, its ids
 /// from 1 again: the open page shows the new history, not the old one with
 /// the new messages whose ids it had already seen left out.

@@ -201,6 +201,10 @@ async function openChannel(name, { around } = {}) {
   state.atNewest = false;
   state.loading = [];
   $('messages').replaceChildren();
+  // Another channel's members must not stand for this one's while the
+  // server cannot be asked.
+  state.members = new Set();
+  $('member-list').replaceChildren();
   $('channel-title').textContent = name;
   setTitle();
   // A jump to a search result is a step Back returns from.
