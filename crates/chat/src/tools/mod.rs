@@ -737,14 +737,17 @@ impl ChatTools {
     ) -> Result<ToolOutput, ToolError> {
         let channel = self.channel_for(&p.name, &self.access(caller))?;
         let created = self.backend.create_channel(&channel).await.map_err(fail)?;
+        // As it is stored (`#ops` for `#OPS`), as every other tool names it.
+        let stored = self.history.channel_row(channel.key()).map_err(fail)?;
+        let name = stored.as_ref().map_or(channel.name(), |r| r.name.as_str());
         let text = if created {
-            format!("Created {channel}")
+            format!("Created {name}")
         } else {
-            format!("{channel} already exists")
+            format!("{name} already exists")
         };
         Ok(ToolOutput::new(
             text,
-            json!({"channel": channel.name(), "created": created}),
+            json!({"channel": name, "created": created}),
         ))
     }
 
@@ -1014,11 +1017,12 @@ impl ChatTools {
     async fn join_channel(&self, p: JoinParams, caller: &Caller) -> Result<ToolOutput, ToolError> {
         let me = self.require_me(p.nick.as_deref(), caller, "join_channel")?;
         let channel = self.channel_for(&p.channel, &self.access(caller))?;
-        let Some(channel_id) = self.channel_id(&channel)? else {
+        let Some(stored) = self.history.channel_row(channel.key()).map_err(fail)? else {
             return Err(ToolError::new(format!(
                 "there is no channel {channel}; create_channel or send_message makes one"
             )));
         };
+        let channel_id = stored.id;
         let joined = self
             .history
             .cursor(me.key(), channel_id)
@@ -1038,14 +1042,15 @@ impl ChatTools {
             let map = self.backend.rules().casemapping;
             self.inbox.join(&me, map, channel_id).map_err(fail)?;
         }
+        let name = &stored.name;
         let text = match (p.leave, joined) {
-            (true, _) => format!("{me} left {channel}"),
-            (false, true) => format!("{me} is already in {channel}"),
-            (false, false) => format!("{me} joined {channel}"),
+            (true, _) => format!("{me} left {name}"),
+            (false, true) => format!("{me} is already in {name}"),
+            (false, false) => format!("{me} joined {name}"),
         };
         Ok(ToolOutput::new(
             text,
-            json!({"channel": channel.name(), "nick": me.name(), "joined": !p.leave}),
+            json!({"channel": name, "nick": me.name(), "joined": !p.leave}),
         ))
     }
 }
@@ -1159,7 +1164,7 @@ mod tests {
     }
 
     #[test]
-    fn a_send_names_the_channel_as_it_is_stored() {
+    fn sends_creates_and_joins_name_the_channel_as_it_is_stored() {
         let rt = runtime();
         let history = History::open(&Location::Memory, Default::default()).unwrap();
         let tools = tools(&history);
@@ -1171,6 +1176,17 @@ mod tests {
                 assert_eq!(sent.text, "Sent to #big as bob", "{asked}");
                 assert_eq!(sent.structured.into_value()["channel"], "#big");
             }
+            let made = args(json!({"name": "#Ops"}));
+            let made = tools.call("create_channel", made, &caller).await.unwrap();
+            assert_eq!(made.text, "Created #Ops");
+            let again = args(json!({"name": "#OPS"}));
+            let again = tools.call("create_channel", again, &caller).await.unwrap();
+            assert_eq!(again.text, "#Ops already exists");
+            assert_eq!(again.structured.into_value()["channel"], "#Ops");
+            let join = args(json!({"channel": "#BIG", "nick": "ann"}));
+            let joined = tools.call("join_channel", join, &caller).await.unwrap();
+            assert_eq!(joined.text, "ann joined #big");
+            assert_eq!(joined.structured.into_value()["channel"], "#big");
         });
     }
 
