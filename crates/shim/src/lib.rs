@@ -143,8 +143,50 @@ pub fn app_id(value: &str) -> Result<String, String> {
 /// the empty string as unset, as `switchboard serve` does. (clap would take
 /// it as an empty value: an error for a number or a file.)
 pub fn parse_command_line<P: clap::Parser>() -> P {
-    let mut matches = empty_env_as_unset(P::command()).get_matches();
+    let command = empty_env_as_unset(P::command());
+    let mut matches = command
+        .clone()
+        .try_get_matches()
+        .unwrap_or_else(|e| name_the_variable(e, &command).exit());
     P::from_arg_matches_mut(&mut matches).unwrap_or_else(|e| e.format(&mut P::command()).exit())
+}
+
+/// A refused value that came from a flag's variable, not the command line,
+/// is said as the variable's (`invalid value 'a b' for 'SWITCHBOARD_NICK'`):
+/// that is what the user set, perhaps in an agent's MCP config.
+fn name_the_variable(mut e: clap::Error, command: &clap::Command) -> clap::Error {
+    use clap::error::{ContextKind, ContextValue};
+    let Some(ContextValue::String(shown)) = e.get(ContextKind::InvalidArg) else {
+        return e;
+    };
+    let given: Vec<String> = std::env::args_os()
+        .filter_map(|a| a.into_string().ok())
+        .collect();
+    if let Some(variable) = variable_behind(command, shown, &given) {
+        e.insert(ContextKind::InvalidArg, ContextValue::String(variable));
+    }
+    e
+}
+
+/// The variable behind the flag clap shows as `shown` (`--nick <NICK>`),
+/// when the flag is not on the command line `given`.
+fn variable_behind(command: &clap::Command, shown: &str, given: &[String]) -> Option<String> {
+    for arg in command.get_arguments() {
+        let (Some(long), Some(variable)) = (arg.get_long(), arg.get_env()) else {
+            continue;
+        };
+        let flag = format!("--{long}");
+        if shown != flag && !shown.starts_with(&format!("{flag} ")) {
+            continue;
+        }
+        let on_the_line = given
+            .iter()
+            .any(|a| a == &flag || a.starts_with(&format!("{flag}=")));
+        return (!on_the_line).then(|| variable.to_string_lossy().into_owned());
+    }
+    command
+        .get_subcommands()
+        .find_map(|sub| variable_behind(sub, shown, given))
 }
 
 /// `command` with every flag whose variable is set to nothing not reading it.

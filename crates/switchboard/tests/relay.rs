@@ -1821,10 +1821,22 @@ async fn shim_flags_no_application_could_use_are_refused_at_start() {
             None,
             "a nick is 1 to 64 characters",
         ),
+        // A value from a variable is said as the variable's.
         (
             &[],
             Some(("SWITCHBOARD_NICK", "tab\there")),
-            "a nick is 1 to 64",
+            "for 'SWITCHBOARD_NICK': a nick is 1 to 64",
+        ),
+        (
+            &[],
+            Some(("SWITCHBOARD_SHIM_CALL_TIMEOUT_MS", "soon")),
+            "for 'SWITCHBOARD_SHIM_CALL_TIMEOUT_MS': give a whole number",
+        ),
+        // The flag wins over the variable, and is the one named.
+        (
+            &["--nick", "a,b"],
+            Some(("SWITCHBOARD_NICK", "fine")),
+            "for '--nick <NICK>'",
         ),
         (&["--call-timeout-ms", "0"], None, "1 or more"),
         (
