@@ -36,20 +36,24 @@ async fn run(args: &[&str], runtime: &Path) -> (ExitStatus, String, String) {
     )
 }
 
-async fn say(socket: &Path, runtime: &Path, channel: &str, nick: &str, text: &str) {
-    let (status, stdout, stderr) = run(
-        &[
-            "say",
-            channel,
-            text,
-            "--as",
-            nick,
-            "--socket",
-            socket.to_str().unwrap(),
-        ],
+/// `switchboard say channel text --as nick`: its status, stdout and stderr.
+async fn try_say(
+    socket: &Path,
+    runtime: &Path,
+    channel: &str,
+    nick: &str,
+    text: &str,
+) -> (ExitStatus, String, String) {
+    let socket = socket.to_str().unwrap();
+    run(
+        &["say", channel, text, "--as", nick, "--socket", socket],
         runtime,
     )
-    .await;
+    .await
+}
+
+async fn say(socket: &Path, runtime: &Path, channel: &str, nick: &str, text: &str) {
+    let (status, stdout, stderr) = try_say(socket, runtime, channel, nick, text).await;
     assert!(status.success(), "say failed: {status:?}\n{stderr}");
     assert_eq!(stdout, format!("Sent to {channel} as {nick}\n"));
     assert_eq!(stderr, "");
@@ -205,19 +209,7 @@ async fn say_and_tail_on_the_local_hub() {
         ("#a,b", "ann", "x", "comma"),
         ("#c", "ann", "", "empty"),
     ] {
-        let (status, stdout, stderr) = run(
-            &[
-                "say",
-                channel,
-                text,
-                "--as",
-                nick,
-                "--socket",
-                socket.to_str().unwrap(),
-            ],
-            rt,
-        )
-        .await;
+        let (status, stdout, stderr) = try_say(&socket, rt, channel, nick, text).await;
         assert_eq!(
             status.code(),
             Some(2),

@@ -1219,9 +1219,34 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// Stops `server` (SIGTERM), once `browser`'s page has noticed starts it
-/// again with `args`, and connects an agent to it.
-async fn restart(server: Server, browser: &Browser, args: &[&str]) -> (Server, Client) {
+/// A server's flags to listen on a fixed port with its history in a
+/// directory of its own, so that it restarts where `browser`'s page is
+/// with the same history.
+struct Durable {
+    _dir: tempfile::TempDir,
+    args: Vec<String>,
+}
+
+impl Durable {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        let args = vec![
+            "--http".into(),
+            format!("127.0.0.1:{}", free_port()),
+            "--data-dir".into(),
+            data.to_str().unwrap().into(),
+        ];
+        Self { _dir: dir, args }
+    }
+
+    fn args(&self) -> Vec<&str> {
+        self.args.iter().map(String::as_str).collect()
+    }
+}
+
+/// Stops `server` (SIGTERM) and waits until `browser`'s page has noticed.
+async fn stop_under(server: Server, browser: &Browser) {
     server.signal(libc::SIGTERM);
     assert!(server.exit(WAIT).await.success());
     browser
@@ -1231,6 +1256,12 @@ async fn restart(server: Server, browser: &Browser, args: &[&str]) -> (Server, C
             WAIT,
         )
         .await;
+}
+
+/// Stops `server`, once `browser`'s page has noticed starts it again with
+/// `args`, and connects an agent to it.
+async fn restart(server: Server, browser: &Browser, args: &[&str]) -> (Server, Client) {
+    stop_under(server, browser).await;
     let server = Server::start(args).await;
     let agent = http_client(&server.url("/mcp"), ProtocolVersion::V_2025_11_25).await;
     (server, agent)
@@ -1249,16 +1280,8 @@ async fn reconnected(browser: &Browser) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_page_reconnects_after_a_restart_without_holes_or_repeats() {
-    let port = free_port();
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    let addr = format!("127.0.0.1:{port}");
-    let args = [
-        "--http",
-        addr.as_str(),
-        "--data-dir",
-        data.to_str().unwrap(),
-    ];
+    let durable = Durable::new();
+    let args = durable.args();
     let server = Server::start(&args).await;
     let (agent, browser) = ann_follows_robo_in_c(&server, "before", "before").await;
     send(&agent, "#c", "robo", "live one").await;
@@ -1292,16 +1315,8 @@ async fn the_page_reconnects_after_a_restart_without_holes_or_repeats() {
 /// channel's messages nor its members; once it is back, the new channel's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn switching_channels_while_the_server_is_down_shows_nothing_stale() {
-    let port = free_port();
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    let addr = format!("127.0.0.1:{port}");
-    let args = [
-        "--http",
-        addr.as_str(),
-        "--data-dir",
-        data.to_str().unwrap(),
-    ];
+    let durable = Durable::new();
+    let args = durable.args();
     let server = Server::start(&args).await;
     let (agent, browser) = ann_follows_robo_in_c(&server, "in c", "in c").await;
     send(&agent, "#d", "other", "in d").await;
@@ -1318,15 +1333,7 @@ async fn switching_channels_while_the_server_is_down_shows_nothing_stale() {
         )
         .await;
 
-    server.signal(libc::SIGTERM);
-    assert!(server.exit(WAIT).await.success());
-    browser
-        .until(
-            "the page to notice",
-            "return document.body.dataset.live === 'false'",
-            WAIT,
-        )
-        .await;
+    stop_under(server, &browser).await;
     browser
         .run(
             "document.querySelector('#channels button[data-channel=\"#d\"]').click()",
