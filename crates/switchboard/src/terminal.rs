@@ -155,7 +155,14 @@ pub async fn tail(
     }
     loop {
         let arguments = json!({"channel": channel, "since": since, "timeout_s": WAIT_S});
-        match call(&link, "wait_for_messages", arguments, WAIT_CALL).await {
+        let answer = match call(&link, "wait_for_messages", arguments, WAIT_CALL).await {
+            Ok(result) if result["structuredContent"]["server_stopping"] == true => {
+                Err("the server is stopping".to_owned())
+            }
+            Ok(result) => Ok(result),
+            Err(e) => Err(e.to_string()),
+        };
+        match answer {
             Ok(result) => {
                 checked(&result)?;
                 let messages = result["structuredContent"]["messages"]
@@ -166,9 +173,9 @@ pub async fn tail(
                     since = newest;
                 }
             }
-            Err(e) => {
-                // The daemon restarted or went away: keep following once it is back.
-                crate::say_to_stderr(format_args!("switchboard tail: {e}; reconnecting…"));
+            Err(why) => {
+                // The daemon restarts or went away: keep following once it is back.
+                crate::say_to_stderr(format_args!("switchboard tail: {why}; reconnecting…"));
                 link = loop {
                     tokio::time::sleep(Duration::from_secs(1)).await;
                     if let Ok(link) = connect(&socket).await {

@@ -93,9 +93,13 @@ async fn sigterm_and_sigint_drain_in_flight_calls_and_close_the_database() {
             .unwrap()
             .expect("a tools/call reply, not a dropped connection");
         assert!(
-            is_error(&answer) && text(&answer).contains("shut down"),
+            is_error(&answer) && text(&answer).contains("call again once it is back"),
             "{}",
             text(&answer)
+        );
+        assert_eq!(
+            answer.structured_content.as_ref().unwrap()["server_stopping"],
+            true
         );
         let status = server.exit(Duration::from_secs(15)).await;
         assert!(status.success(), "signal {signal}: {status:?}");

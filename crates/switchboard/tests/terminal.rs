@@ -235,6 +235,30 @@ async fn say_and_tail_on_the_local_hub() {
     assert!(daemon.stop().await.success());
 }
 
+/// `systemctl restart` (SIGTERM, then a new daemon) does not end a
+/// follower: it reconnects and goes on with what is said afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tail_follows_across_a_clean_restart() {
+    let runtime = runtime_dir();
+    let rt = runtime.path();
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("relay.sock");
+    let data = dir.path().join("data");
+    let args = ["--data-dir", data.to_str().unwrap()];
+    let daemon = Daemon::start(&socket, rt, &args).await;
+    say(&socket, rt, "#c", "ann", "before").await;
+    let mut follower = Follower::start(&socket, rt, "#c");
+    assert_eq!(body(&follower.line().await), "<ann> before");
+    // Let the follower's wait reach the daemon, so the stop ends it.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(daemon.stop().await.success());
+    let daemon = Daemon::start(&socket, rt, &args).await;
+    say(&socket, rt, "#c", "bob", "after").await;
+    assert_eq!(body(&follower.line().await), "<bob> after");
+    follower.stop().await;
+    assert!(daemon.stop().await.success());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn say_and_tail_fail_clearly_without_a_daemon() {
     let runtime = runtime_dir();

@@ -152,6 +152,13 @@ impl ToolError {
         Self::new(message).with_structured(serde_json::json!({ "invalid_argument": argument }))
     }
 
+    /// The server is shutting down and cannot finish the call: clients call
+    /// again once it is back (`structuredContent`: `{"server_stopping": true}`).
+    pub fn server_stopping() -> Self {
+        Self::new("the server is stopping; call again once it is back")
+            .with_structured(serde_json::json!({ "server_stopping": true }))
+    }
+
     /// The same error carrying `structured` for programs.
     #[must_use]
     pub fn with_structured(mut self, structured: serde_json::Value) -> Self {

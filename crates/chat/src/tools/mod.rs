@@ -34,7 +34,7 @@ use crate::{
     access::Access,
     approvals::{self, ApprovalSettings, Approvals},
     backend::ChatBackend,
-    history::{History, Message, SenderKind, Since, Tip, iso},
+    history::{History, HistoryError, Message, SenderKind, Since, Tip, iso},
     inbox::Inbox,
     names::{Channel, Nick, nick_for_process},
     push::{PushMode, PushSettings, Pusher},
@@ -863,7 +863,10 @@ impl ChatTools {
             .history
             .wait_newer(channel.key(), since, page_size(Some(since), limit), timeout)
             .await
-            .map_err(fail)?;
+            .map_err(|e| match e {
+                HistoryError::Closed => ToolError::server_stopping(),
+                other => fail(other),
+            })?;
         // The token may have been revoked or narrowed while the call waited.
         self.access(caller).channel(&channel)?;
         let more = trim_page(&mut messages, Some(since), limit);
@@ -936,7 +939,7 @@ impl ChatTools {
             };
             tokio::select! {
                 woke = woken => if !woke {
-                    return Err(ToolError::new("the history is shut down; the server is stopping"));
+                    return Err(ToolError::server_stopping());
                 },
                 () = tokio::time::sleep_until(deadline) => {
                     let mut output = inbox_output(me.name(), &[], true, false);
@@ -948,7 +951,7 @@ impl ChatTools {
                     return Ok(output);
                 }
                 () = self.history_closing() => {
-                    return Err(ToolError::new("the history is shut down; the server is stopping"));
+                    return Err(ToolError::server_stopping());
                 }
                 () = closed => return Err(ToolError::new("the session ended")),
             }
