@@ -41,6 +41,9 @@ pub enum ChatError {
     History(#[from] HistoryError),
     #[error("{0}")]
     Network(String),
+    /// The network takes nothing from this sender (switchboard's own nick).
+    #[error("{0}")]
+    Sender(String),
 }
 
 impl From<Unstored> for ChatError {

@@ -49,7 +49,7 @@ impl ChatBackend for LocalHub {
             // What comes from this nick is switchboard's own word (approval
             // acknowledgements, loop-guard pauses): nobody else may use it.
             if sender.key() == self.rules.fold(SYSTEM_NICK) {
-                return Err(ChatError::Network(format!(
+                return Err(ChatError::Sender(format!(
                     "{} is the nick of switchboard's own notices; speak under another nick",
                     sender.name()
                 )));

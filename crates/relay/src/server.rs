@@ -992,7 +992,14 @@ async fn answer_call(
         None => {
             Message::error_response(id, ErrorCode::UnknownTool, format!("no tool named {name}"))
         }
-        Some(Err(problems)) => result_message(id, &ToolResult::error(problems)),
+        Some(Err(invalid)) => {
+            // As the daemon's own toolsets say it: programs tell a mistake in
+            // the call from a failure to carry it out.
+            let mut result = ToolResult::error(invalid.report);
+            result.structured_content =
+                Some(serde_json::json!({"invalid_argument": invalid.argument}));
+            result_message(id, &result)
+        }
         Some(Ok(())) => {
             drop(table);
             let Value::Object(arguments) = arguments else {

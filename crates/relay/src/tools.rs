@@ -493,9 +493,13 @@ impl Table {
     }
 
     /// Validates `arguments` for the tool `name`: `None` when the tool does
-    /// not exist, `Some(Err(text))` listing every problem when they do not
-    /// match its schema.
-    pub(crate) fn validate(&self, name: &str, arguments: &Value) -> Option<Result<(), String>> {
+    /// not exist, `Some(Err(invalid))` listing every problem when they do
+    /// not match its schema.
+    pub(crate) fn validate(
+        &self,
+        name: &str,
+        arguments: &Value,
+    ) -> Option<Result<(), switchboard_schema::Invalid>> {
         let (_, schema) = &self.entries[*self.by_name.get(name)?];
         Some(schema.check(name, arguments))
     }
@@ -534,7 +538,8 @@ mod tests {
         let text = table()
             .validate("t", &json!({"title": 17, "n": "x", "extra": true}))
             .unwrap()
-            .unwrap_err();
+            .unwrap_err()
+            .report;
         assert!(text.starts_with("invalid arguments for t: "), "{text}");
         assert!(
             text.contains("17 is not of type \"string\" (at /title)"),
@@ -543,6 +548,8 @@ mod tests {
         assert!(text.contains("(at /n)"), "{text}");
         assert!(text.contains("(at /)"), "{text}");
         let missing = table().validate("t", &json!({})).unwrap().unwrap_err();
+        assert_eq!(missing.argument, "title");
+        let missing = missing.report;
         assert!(
             missing.contains("\"title\" is a required property (at /)"),
             "{missing}"
@@ -555,7 +562,8 @@ mod tests {
         let text = table()
             .validate("t", &json!({ "title": huge }))
             .unwrap()
-            .unwrap_err();
+            .unwrap_err()
+            .report;
         assert!(text.len() < 1000, "{} bytes", text.len());
         assert!(text.contains("(at /title)"));
     }

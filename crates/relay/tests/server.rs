@@ -91,8 +91,16 @@ async fn invalid_arguments_are_a_tool_error_listing_every_path() {
     );
     assert!(text.contains("(at /)"), "{text}");
     assert!(text.contains("colour"), "{text}");
+    // Programs learn an argument that was wrong.
+    let first = &result["structuredContent"]["invalid_argument"];
+    assert!(
+        ["title", "count", "colour"].iter().any(|a| first == a),
+        "{first}"
+    );
 
     let result = call(&link, "strict", json!({})).await.unwrap();
+    let first = &result["structuredContent"]["invalid_argument"];
+    assert!(first == "title" || first == "count", "{first}");
     let text = self::text(&result);
     assert!(
         text.contains("\"title\" is a required property (at /)"),

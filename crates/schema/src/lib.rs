@@ -19,7 +19,8 @@
 //! .unwrap();
 //! assert!(schema.check("count", &json!({"n": 3})).is_ok());
 //! let error = schema.check("count", &json!({"n": "three"})).unwrap_err();
-//! assert_eq!(error, r#"invalid arguments for count: "three" is not of type "integer" (at /n)"#);
+//! assert_eq!(error.to_string(), r#"invalid arguments for count: "three" is not of type "integer" (at /n)"#);
+//! assert_eq!(error.argument, "n");
 //! ```
 
 use std::fmt::Write as _;
@@ -30,6 +31,41 @@ use serde_json::Value;
 pub const MAX_LISTED_ERRORS: usize = 10;
 /// Each listed violation is cut to this many bytes.
 pub const MAX_ERROR_LEN: usize = 300;
+
+/// Arguments that do not match a tool's schema.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invalid {
+    /// What is wrong, starting `invalid arguments for <tool>:`.
+    pub report: String,
+    /// The argument of the first violation (a missing or unexpected one
+    /// included), or `arguments` when it concerns the object as a whole.
+    pub argument: String,
+}
+
+impl std::fmt::Display for Invalid {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.report)
+    }
+}
+
+impl std::error::Error for Invalid {}
+
+/// The top-level argument a violation concerns.
+fn argument_of(error: &jsonschema::ValidationError<'_>) -> Option<String> {
+    use jsonschema::error::ValidationErrorKind as Kind;
+    let path = error.instance_path().as_str();
+    if let Some(first) = path.strip_prefix('/') {
+        let first = first.split('/').next().unwrap_or_default();
+        return Some(first.replace("~1", "/").replace("~0", "~"));
+    }
+    match error.kind() {
+        Kind::Required { property } => property.as_str().map(str::to_owned),
+        Kind::AdditionalProperties { unexpected } | Kind::UnevaluatedProperties { unexpected } => {
+            unexpected.first().cloned()
+        }
+        _ => None,
+    }
+}
 
 /// A compiled input schema.
 pub struct ArgumentSchema {
@@ -52,14 +88,18 @@ impl ArgumentSchema {
 
     /// Checks the arguments of a call to `tool`; the error lists what is
     /// wrong, starting `invalid arguments for <tool>:`.
-    pub fn check(&self, tool: &str, arguments: &Value) -> Result<(), String> {
+    pub fn check(&self, tool: &str, arguments: &Value) -> Result<(), Invalid> {
         if self.validator.is_valid(arguments) {
             return Ok(());
         }
         let mut text = format!("invalid arguments for {tool}:");
+        let mut argument = None;
         let mut count = 0;
         for error in self.validator.iter_errors(arguments) {
             count += 1;
+            if argument.is_none() {
+                argument = argument_of(&error);
+            }
             if count > MAX_LISTED_ERRORS {
                 continue;
             }
@@ -76,7 +116,10 @@ impl ArgumentSchema {
         if count == 0 {
             text.push_str(" they do not match the tool's inputSchema");
         }
-        Err(text)
+        Err(Invalid {
+            report: text,
+            argument: argument.unwrap_or_else(|| "arguments".to_owned()),
+        })
     }
 }
 
@@ -115,7 +158,10 @@ mod tests {
             ArgumentSchema::compile(&json!({"type": "object", "properties": properties})).unwrap();
         let arguments: serde_json::Map<String, Value> =
             (0..15).map(|i| (format!("p{i}"), json!("x"))).collect();
-        let error = schema.check("t", &Value::Object(arguments)).unwrap_err();
+        let error = schema
+            .check("t", &Value::Object(arguments))
+            .unwrap_err()
+            .report;
         assert_eq!(error.matches(" (at /p").count(), MAX_LISTED_ERRORS);
         assert!(error.ends_with("; and 5 more"), "{error}");
     }
@@ -128,9 +174,26 @@ mod tests {
         .unwrap();
         let error = schema
             .check("t", &json!({"s": "é".repeat(10_000)}))
-            .unwrap_err();
+            .unwrap_err()
+            .report;
         assert!(error.len() < MAX_ERROR_LEN + 100, "{} bytes", error.len());
         assert!(error.contains('…'));
+    }
+
+    #[test]
+    fn the_first_violation_names_its_argument() {
+        let schema = ArgumentSchema::compile(&json!({
+            "type": "object",
+            "properties": {"a/b": {"type": "integer"}, "n": {"type": "integer"}},
+            "required": ["n"],
+            "additionalProperties": false
+        }))
+        .unwrap();
+        let argument = |args: Value| schema.check("t", &args).unwrap_err().argument;
+        assert_eq!(argument(json!({})), "n");
+        assert_eq!(argument(json!({"n": 1, "x": 2})), "x");
+        assert_eq!(argument(json!({"n": 1, "a/b": "x"})), "a/b");
+        assert_eq!(argument(json!([1])), "arguments");
     }
 
     #[test]

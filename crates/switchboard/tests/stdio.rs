@@ -193,131 +193,171 @@ async fn bad_arguments_get_clear_tool_errors_and_change_nothing() {
     send(&client, "ok", "alice", "baseline").await;
     let long_channel = "c".repeat(64);
     let huge = "x".repeat(10 * 1024 * 1024);
-    let cases: Vec<(&str, Value, &str)> = vec![
+    let cases: Vec<(&str, Value, &str, &str)> = vec![
         (
             "send_message",
             json!({"channel": "ok", "sender": "a"}),
             "missing field `text`",
+            "text",
         ),
         (
             "send_message",
             json!({"channel": 5, "text": "t", "sender": "a"}),
             "invalid type: integer `5`, expected a string (at /channel)",
+            "channel",
         ),
         (
             "send_message",
             json!({"channel": "ok", "text": "t", "sender": "a", "chanel": "x"}),
             "unknown field `chanel`",
+            "chanel",
         ),
         (
             "send_message",
             json!({"channel": "a b", "text": "t", "sender": "a"}),
             "a space",
+            "channel",
         ),
         (
             "send_message",
             json!({"channel": "a,b", "text": "t", "sender": "a"}),
             "a comma",
+            "channel",
         ),
         (
             "send_message",
             json!({"channel": "a\u{7}b", "text": "t", "sender": "a"}),
             "BEL",
+            "channel",
         ),
         (
             "send_message",
             json!({"channel": "a\rb", "text": "t", "sender": "a"}),
             "carriage return",
+            "channel",
         ),
         (
             "send_message",
             json!({"channel": "a\nb", "text": "t", "sender": "a"}),
             "line feed",
+            "channel",
         ),
         (
             "send_message",
             json!({"channel": "a\u{0}b", "text": "t", "sender": "a"}),
             "NUL",
+            "channel",
         ),
         (
             "send_message",
             json!({"channel": long_channel, "text": "t", "sender": "a"}),
             "at most 64",
+            "channel",
         ),
         (
             "send_message",
             json!({"channel": "ok", "text": "t", "sender": ""}),
             "nick is empty",
+            "sender",
         ),
         (
             "send_message",
             json!({"channel": "ok", "text": "t", "sender": "n".repeat(32)}),
             "at most 31",
+            "sender",
+        ),
+        (
+            "send_message",
+            json!({"channel": "ok", "text": "t", "sender": "switchboard"}),
+            "switchboard's own notices",
+            "sender",
         ),
         (
             "send_message",
             json!({"channel": "ok", "text": "t", "sender": "al ice"}),
             "a space",
+            "sender",
         ),
         (
             "send_message",
             json!({"channel": "ok", "text": " \n ", "sender": "a"}),
             "text is empty",
+            "text",
         ),
         (
             "send_message",
             json!({"channel": "ok", "text": huge, "sender": "a"}),
             "the limit is 32768 bytes",
+            "text",
         ),
         (
             "read_messages",
             json!({"channel": "ok", "since": "yesterday"}),
             "ISO 8601",
+            "since",
         ),
         (
             "read_messages",
             json!({"channel": "ok", "limit": 0}),
             "between 1 and 500",
+            "limit",
         ),
         (
             "read_messages",
             json!({"channel": "ok", "limit": -5}),
             "between 1 and 500",
+            "limit",
         ),
         (
             "read_messages",
             json!({"channel": "ok", "limit": 100000}),
             "between 1 and 500",
+            "limit",
         ),
         (
             "read_messages",
             json!({"channel": "ok", "limit": "ten"}),
-            "invalid type: string \"ten\", expected i64 (at /limit)",
+            "invalid type: string \"ten\", expected an integer (at /limit)",
+            "limit",
         ),
         (
             "wait_for_messages",
             json!({"channel": "ok", "timeout_s": 51}),
             "between 0 and 50",
+            "timeout_s",
         ),
         (
             "wait_for_messages",
             json!({"channel": "ok", "since": "soon"}),
             "ISO 8601",
+            "since",
         ),
-        ("search_messages", json!({"query": "!!!"}), "no words"),
+        (
+            "search_messages",
+            json!({"query": "!!!"}),
+            "no words",
+            "query",
+        ),
         (
             "search_messages",
             json!({"query": "x", "limit": 0}),
             "between 1 and 100",
+            "limit",
         ),
         (
             "create_channel",
             json!({"name": "#"}),
             "channel name is empty",
+            "name",
         ),
-        ("get_members", json!({}), "missing field `channel`"),
+        (
+            "get_members",
+            json!({}),
+            "missing field `channel`",
+            "channel",
+        ),
     ];
-    for (tool, args, expected) in cases {
+    for (tool, args, expected, argument) in cases {
         let shown = args.to_string().chars().take(80).collect::<String>();
         let result = call(&client, tool, args).await;
         assert!(is_error(&result), "{tool} {shown} was accepted");
@@ -326,12 +366,29 @@ async fn bad_arguments_get_clear_tool_errors_and_change_nothing() {
             "{tool} {shown}: {:?} lacks {expected:?}",
             text(&result)
         );
+        // Programs tell a mistake in the call from a failure, and where.
+        assert_eq!(
+            result
+                .structured_content
+                .as_ref()
+                .map(|s| &s["invalid_argument"]),
+            Some(&json!(argument)),
+            "{tool} {shown}"
+        );
     }
     let unknown = try_call(&client, "delete_everything", json!({}))
         .await
         .unwrap_err();
     assert!(unknown.to_string().contains("unknown tool"), "{unknown}");
 
+    // JSON Schema's integer takes 3.0.
+    let read = call(
+        &client,
+        "read_messages",
+        json!({"channel": "ok", "limit": 1.0}),
+    )
+    .await;
+    assert!(!is_error(&read), "{}", text(&read));
     let channels = call(&client, "list_channels", json!({})).await;
     assert_eq!(text(&channels), "- #ok (1 member, 0 unread, joined)");
     let read = call(&client, "read_messages", json!({"channel": "ok"})).await;

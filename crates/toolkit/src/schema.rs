@@ -132,19 +132,24 @@ impl InputSchema {
             let mut expected = self.names().collect::<Vec<_>>();
             expected.sort_unstable();
             let shown: String = unknown.chars().take(60).collect();
-            return Err(ToolError::new(if expected.is_empty() {
-                format!("{tool} takes no parameters (got `{shown}`)")
-            } else {
-                format!(
-                    "unknown parameter `{shown}` for {tool}; it takes: {}",
-                    expected.join(", ")
-                )
-            }));
+            return Err(ToolError::invalid_argument(
+                unknown,
+                if expected.is_empty() {
+                    format!("{tool} takes no parameters (got `{shown}`)")
+                } else {
+                    format!(
+                        "unknown parameter `{shown}` for {tool}; it takes: {}",
+                        expected.join(", ")
+                    )
+                },
+            ));
         }
         let required: Vec<&str> = self.required().collect();
         args.retain(|name, value| !value.is_null() || required.contains(&name.as_str()));
         let value = Value::Object(args);
-        self.validator.check(tool, &value).map_err(ToolError::new)?;
+        self.validator
+            .check(tool, &value)
+            .map_err(|e| ToolError::invalid_argument(&e.argument, e.report))?;
         let Value::Object(mut args) = value else {
             return Err(ToolError::new(format!(
                 "{tool} takes an object of parameters"

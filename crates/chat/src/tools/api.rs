@@ -12,7 +12,7 @@ use super::{ChatTools, fail};
 use crate::{
     access::Access,
     approvals::Pending,
-    backend::{Delivery, Member},
+    backend::{ChatError, Delivery, Member},
     history::{Message, SenderKind},
     names::{Channel, NameRules, Nick},
     text::message_lines,
@@ -239,7 +239,10 @@ impl ChatTools {
             .backend
             .send(channel, sender, kind, lines)
             .await
-            .map_err(fail)?;
+            .map_err(|e| match e {
+                ChatError::Sender(refused) => ToolError::invalid_argument("sender", refused),
+                other => fail(other),
+            })?;
         let channel_id = match delivery.stored.first() {
             Some(m) => Some(m.channel_id),
             None => self.channel_id(channel)?,

@@ -231,9 +231,10 @@ pub(super) fn bounded(
     if (1..=max).contains(&value) {
         Ok(value as usize)
     } else {
-        Err(ToolError::new(format!(
-            "{name} must be between 1 and {max} (got {value})"
-        )))
+        Err(ToolError::invalid_argument(
+            name,
+            format!("{name} must be between 1 and {max} (got {value})"),
+        ))
     }
 }
 
@@ -248,7 +249,10 @@ const SINCE_FORMS: &str =
 pub(crate) fn parse_since(raw: &Value) -> Result<Since, ToolError> {
     let refuse = |shown: &str| {
         let shown: String = shown.chars().take(60).collect();
-        ToolError::new(format!("since must be {SINCE_FORMS} (got {shown})"))
+        ToolError::invalid_argument(
+            "since",
+            format!("since must be {SINCE_FORMS} (got {shown})"),
+        )
     };
     match raw {
         Value::Number(n) => match n.as_i64() {

@@ -432,13 +432,19 @@ impl ChatTools {
         Access::new(caller.grant.as_ref(), self.backend.rules())
     }
 
-    /// The channel `raw` names, if the caller may use it.
-    fn channel_for(&self, raw: &str, access: &Access) -> Result<Channel, ToolError> {
+    /// The channel `raw` names, if the caller may use it; a malformed name
+    /// is an invalid `argument`.
+    fn channel_for(
+        &self,
+        argument: &str,
+        raw: &str,
+        access: &Access,
+    ) -> Result<Channel, ToolError> {
         let channel = self
             .backend
             .rules()
             .channel(raw)
-            .map_err(|e| ToolError::invalid_argument("channel", e.to_string()))?;
+            .map_err(|e| ToolError::invalid_argument(argument, e.to_string()))?;
         access.channel(&channel)?;
         Ok(channel)
     }
@@ -512,18 +518,24 @@ impl ChatTools {
         match since {
             Since::Seq(seq) => {
                 if seq > newest {
-                    return Err(ToolError::new(format!(
-                        "since {seq} is after {channel}'s newest message (seq {newest}); pass the seq of a message you have seen, or 0 for the start"
-                    )));
+                    return Err(ToolError::invalid_argument(
+                        "since",
+                        format!(
+                            "since {seq} is after {channel}'s newest message (seq {newest}); pass the seq of a message you have seen, or 0 for the start"
+                        ),
+                    ));
                 }
             }
             Since::Time(t) if t > Utc::now() + CLOCK_SKEW => {
                 let newest = self.history.last_time(channel.key()).map_err(fail)?;
                 if newest.is_none_or(|n| t > n) {
-                    return Err(ToolError::new(format!(
-                        "since {} is in the future; pass the seq or time of a message you have seen",
-                        iso(&t)
-                    )));
+                    return Err(ToolError::invalid_argument(
+                        "since",
+                        format!(
+                            "since {} is in the future; pass the seq or time of a message you have seen",
+                            iso(&t)
+                        ),
+                    ));
                 }
             }
             Since::Time(_) => {}
@@ -564,7 +576,7 @@ impl ChatTools {
     async fn send_message(&self, p: SendParams, caller: &Caller) -> Result<ToolOutput, ToolError> {
         let rules = self.backend.rules();
         let access = self.access(caller);
-        let channel = self.channel_for(&p.channel, &access)?;
+        let channel = self.channel_for("channel", &p.channel, &access)?;
         let sender = p
             .sender
             .or_else(|| caller.identity())
@@ -615,7 +627,8 @@ impl ChatTools {
         let limit = bounded("limit", p.limit, READ_DEFAULT, READ_MAX)?;
         let Some(raw) = p.channel.as_deref() else {
             if p.since.is_some() {
-                return Err(ToolError::new(
+                return Err(ToolError::invalid_argument(
+                    "since",
                     "since needs a channel; your inbox holds what you have not read",
                 ));
             }
@@ -623,7 +636,7 @@ impl ChatTools {
                 self.require_me(p.nick.as_deref(), caller, "read_messages without a channel")?;
             return self.read_inbox(&me, limit, false, &self.access(caller));
         };
-        let channel = self.channel_for(raw, &self.access(caller))?;
+        let channel = self.channel_for("channel", raw, &self.access(caller))?;
         // A page changes only when its channel gets a message, from this
         // process or another sharing the database: the page is read up to
         // this tip and kept under its position.
@@ -735,7 +748,7 @@ impl ChatTools {
         p: NameParams,
         caller: &Caller,
     ) -> Result<ToolOutput, ToolError> {
-        let channel = self.channel_for(&p.name, &self.access(caller))?;
+        let channel = self.channel_for("name", &p.name, &self.access(caller))?;
         let created = self.backend.create_channel(&channel).await.map_err(fail)?;
         // As it is stored (`#ops` for `#OPS`), as every other tool names it.
         let stored = self.history.channel_row(channel.key()).map_err(fail)?;
@@ -804,7 +817,7 @@ impl ChatTools {
         p: ChannelParams,
         caller: &Caller,
     ) -> Result<ToolOutput, ToolError> {
-        let channel = self.channel_for(&p.channel, &self.access(caller))?;
+        let channel = self.channel_for("channel", &p.channel, &self.access(caller))?;
         let members = self.members(&channel).await?;
         let nicks: Vec<String> = members.iter().map(|m| m.nick.clone()).collect();
         let text = if nicks.is_empty() {
@@ -829,14 +842,16 @@ impl ChatTools {
     ) -> Result<ToolOutput, ToolError> {
         let timeout = p.timeout_s.unwrap_or(WAIT_DEFAULT_S);
         if !(0.0..=WAIT_MAX_S).contains(&timeout) {
-            return Err(ToolError::new(format!(
-                "timeout_s must be between 0 and {WAIT_MAX_S} seconds (got {timeout})"
-            )));
+            return Err(ToolError::invalid_argument(
+                "timeout_s",
+                format!("timeout_s must be between 0 and {WAIT_MAX_S} seconds (got {timeout})"),
+            ));
         }
         let timeout = Duration::from_secs_f64(timeout);
         let Some(raw) = p.channel.as_deref() else {
             if p.since.is_some() {
-                return Err(ToolError::new(
+                return Err(ToolError::invalid_argument(
+                    "since",
                     "since needs a channel; your inbox holds what you have not read",
                 ));
             }
@@ -848,7 +863,7 @@ impl ChatTools {
             return self.wait_inbox(&me, timeout, caller).await;
         };
         let me = self.me(p.nick.as_deref(), caller)?;
-        let channel = self.channel_for(raw, &self.access(caller))?;
+        let channel = self.channel_for("channel", raw, &self.access(caller))?;
         let newest = self.history.last_seq(channel.key()).map_err(fail)?;
         let asked = p
             .since
@@ -972,11 +987,14 @@ impl ChatTools {
         let channel = p
             .channel
             .as_deref()
-            .map(|c| self.channel_for(c, &access))
+            .map(|c| self.channel_for("channel", c, &access))
             .transpose()?;
         let limit = bounded("limit", p.limit, SEARCH_DEFAULT, SEARCH_MAX)?;
         let fts = fts_query(&p.query).ok_or_else(|| {
-            ToolError::new("query has no words to search for; give one or more words")
+            ToolError::invalid_argument(
+                "query",
+                "query has no words to search for; give one or more words",
+            )
         })?;
         // Across channels, a token limited to some reads the best matches
         // of all and keeps its own.
@@ -1019,7 +1037,7 @@ impl ChatTools {
 
     async fn join_channel(&self, p: JoinParams, caller: &Caller) -> Result<ToolOutput, ToolError> {
         let me = self.require_me(p.nick.as_deref(), caller, "join_channel")?;
-        let channel = self.channel_for(&p.channel, &self.access(caller))?;
+        let channel = self.channel_for("channel", &p.channel, &self.access(caller))?;
         let Some(stored) = self.history.channel_row(channel.key()).map_err(fail)? else {
             return Err(ToolError::new(format!(
                 "there is no channel {channel}; create_channel or send_message makes one"
