@@ -294,6 +294,26 @@ impl Doors {
     }
 }
 
+/// A message behind a UTF-8 byte-order mark is read past it everywhere.
+#[tokio::test]
+async fn a_byte_order_mark_is_read_past_on_every_transport() {
+    let mut doors = Doors::open().await;
+    let ping = "\u{feff}{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"ping\"}";
+    let pong = json!({"jsonrpc": "2.0", "id": 5, "result": {}});
+    let replies = [
+        doors.stdio.exchange(ping).await,
+        doors.shim.exchange(ping).await,
+        post(&doors.http, &doors.daemon.url("/mcp"), ping, 200).await,
+    ];
+    for reply in replies {
+        assert_eq!(
+            serde_json::from_str::<Value>(&reply).unwrap(),
+            pong,
+            "{reply}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn malformed_messages_get_the_same_reply_on_every_transport() {
     let mut doors = Doors::open().await;

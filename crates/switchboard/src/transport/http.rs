@@ -236,10 +236,15 @@ async fn pre_route(State(server): State<McpServer>, request: Request, next: Next
         return next.run(request).await;
     }
     let (parts, body) = request.into_parts();
-    let bytes = match axum::body::to_bytes(body, MAX_MESSAGE_BYTES).await {
+    let mut bytes = match axum::body::to_bytes(body, MAX_MESSAGE_BYTES).await {
         Ok(bytes) => bytes,
         Err(e) => return unread_body_response(&e),
     };
+    // A byte-order mark is read past, as stdio and the shim read past it
+    // ([`incoming`] does); rmcp's parser would refuse it.
+    if bytes.starts_with(b"\xEF\xBB\xBF") {
+        bytes = bytes.slice(3..);
+    }
     if direct_call_allowed(&parts.headers)
         && let Ok(call) = serde_json::from_slice::<DirectCall>(&bytes)
     {
