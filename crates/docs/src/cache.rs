@@ -130,8 +130,11 @@ struct Inner {
     slots: HashMap<String, Slot>,
     bytes: usize,
     clock: u64,
-    /// URLs whose site just failed to answer, with when and how: not asked
-    /// again for `Cache::retry_after`.
+    /// What just failed to answer, with when and how: not asked again for
+    /// `Cache::retry_after`. A site that could not be reached (no
+    /// connection, a timeout) is kept by its origin, so that none of its
+    /// pages waits out the timeout again; a page that broke off or answered
+    /// 5xx, by its URL.
     failures: HashMap<String, (Instant, FetchError)>,
 }
 
@@ -200,7 +203,7 @@ impl Cache {
                 freshness: Freshness::Hit,
             });
         }
-        if let Some(error) = self.recent_failure(key) {
+        if let Some(error) = self.recent_failure(url) {
             return match cached {
                 Some(page) => Ok(Lookup {
                     page,
@@ -220,12 +223,17 @@ impl Cache {
                 Err(error) if error.is_unavailable() => {
                     let wait = self.retry_after;
                     inner.failures.retain(|_, (at, _)| at.elapsed() < wait);
+                    let failed = match error {
+                        FetchError::Connect { .. } | FetchError::Timeout { .. } => origin_key(url),
+                        _ => key.to_owned(),
+                    };
                     inner
                         .failures
-                        .insert(key.to_owned(), (Instant::now(), error.clone()));
+                        .insert(failed, (Instant::now(), error.clone()));
                 }
                 _ => {
                     inner.failures.remove(key);
+                    inner.failures.remove(&origin_key(url));
                 }
             }
         }
@@ -275,12 +283,36 @@ impl Cache {
         }
     }
 
-    /// The error of `key`'s last fetch if its site failed to answer within
-    /// the last `retry_after`.
-    fn recent_failure(&self, key: &str) -> Option<FetchError> {
+    /// Why `url` is not asked for now: its site could not be reached, or
+    /// the page itself failed, within the last `retry_after`.
+    fn recent_failure(&self, url: &Url) -> Option<FetchError> {
         let inner = self.lock();
-        let (at, error) = inner.failures.get(key)?;
-        (at.elapsed() < self.retry_after).then(|| error.clone())
+        let fresh = |key: &str| {
+            inner
+                .failures
+                .get(key)
+                .filter(|(at, _)| at.elapsed() < self.retry_after)
+                .map(|(at, error)| (at.elapsed(), error))
+        };
+        if let Some((_, error)) = fresh(url.as_str()) {
+            return Some(error.clone());
+        }
+        let (ago, error) = fresh(&origin_key(url))?;
+        Some(match error {
+            FetchError::Connect { url: failed, .. } | FetchError::Timeout { url: failed, .. }
+                if failed != url.as_str() =>
+            {
+                FetchError::Connect {
+                    url: url.to_string(),
+                    detail: format!(
+                        "its site could not be reached {} s ago ({error}); it is asked again {} s after that",
+                        ago.as_secs(),
+                        self.retry_after.as_secs()
+                    ),
+                }
+            }
+            _ => error.clone(),
+        })
     }
 
     fn store(&self, key: &str, page: Arc<CachedPage>) {
@@ -310,6 +342,11 @@ impl Cache {
         inner.bytes += size;
         inner.slots.insert(key.to_owned(), Slot { page, last_used });
     }
+}
+
+/// The key under which a site that could not be reached is kept.
+fn origin_key(url: &Url) -> String {
+    format!("origin {}", url.origin().ascii_serialization())
 }
 
 #[cfg(test)]

@@ -345,17 +345,37 @@ pub(crate) fn redirect_target(from: &Url, response: &reqwest::Response) -> Resul
 }
 
 fn send_error(url: &Url, e: &reqwest::Error) -> FetchError {
-    let detail = error_chain(e);
     if e.is_connect() {
         FetchError::Connect {
             url: url.to_string(),
-            detail,
+            detail: connect_detail(url, e),
         }
     } else {
         FetchError::Transport {
             url: url.to_string(),
-            detail,
+            detail: error_chain(e),
         }
+    }
+}
+
+/// Why no connection was made, in words: the innermost cause (reqwest's
+/// outer ones repeat the URL) and what it most likely means.
+fn connect_detail(url: &Url, e: &reqwest::Error) -> String {
+    let chain = error_chain(e);
+    let mut innermost: &dyn std::error::Error = e;
+    while let Some(inner) = innermost.source() {
+        innermost = inner;
+    }
+    let cause = innermost.to_string();
+    let host = url.host_str().unwrap_or("the host");
+    if chain.contains("dns error") || chain.contains("failed to lookup address") {
+        format!(
+            "{host} does not resolve ({cause}): this machine may be offline, or the host name is wrong"
+        )
+    } else if chain.contains("Connection refused") {
+        format!("nothing answers at {host} ({cause}): the site may be down")
+    } else {
+        chain
     }
 }
 

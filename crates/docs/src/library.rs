@@ -19,6 +19,15 @@ use crate::{
     llms_txt::{self, LlmsTxt, ParseError},
 };
 
+/// What to do when a source's site does not answer.
+fn unavailable_hint(error: &FetchError) -> &'static str {
+    if error.is_unavailable() {
+        "; its pages are searchable once the site answers (switchboard asks again within 30 s), or point the source's llms_txt at a local copy (docs/profiles.md)"
+    } else {
+        ""
+    }
+}
+
 /// The longest page URL taken: far beyond any real page's, well within
 /// what an HTTP client sends.
 pub const MAX_URL_BYTES: usize = 8 * 1024;
@@ -26,7 +35,10 @@ pub const MAX_URL_BYTES: usize = 8 * 1024;
 /// A failure of the library; each message names the source or URL.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum DocsError {
-    #[error("docs source `{source_name}`: cannot load its llms.txt: {error}")]
+    #[error(
+        "docs source `{source_name}`: cannot load its llms.txt: {error}{}",
+        unavailable_hint(error)
+    )]
     LlmsTxtFetch {
         source_name: String,
         error: Box<FetchError>,
@@ -405,7 +417,7 @@ impl Library {
                 hint: match &error {
                     e if e.is_unavailable() => "; the site seems down and no copy is cached",
                     FetchError::Status { status, .. } if status.as_u16() == 404 => {
-                        "; the site has no markdown copy there (is `mirror` of the source right?)"
+                        "; there is no such page: use a URL as search_docs returns it (if every page of the source gives 404, its `mirror` setting may be wrong)"
                     }
                     _ => "",
                 },

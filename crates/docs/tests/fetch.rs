@@ -337,6 +337,36 @@ async fn a_site_that_times_out_is_not_waited_for_again_at_once() {
         "waited again"
     );
     assert_eq!(site.hits("/t/slow"), 1);
+    // Nor is any other page of the site: the error names the page asked for.
+    let started = Instant::now();
+    let other_url = site.url("/docs/index.md");
+    let other = cache.get(&url(&other_url), &f, HOUR).await.unwrap_err();
+    let text = other.to_string();
+    assert!(
+        text.contains(&other_url) && text.contains("could not be reached"),
+        "{text}"
+    );
+    assert!(started.elapsed() < Duration::from_millis(250));
+    assert_eq!(site.hits("/docs/index.md"), 0);
+}
+
+/// Nothing listening: the error says so in words, not as reqwest's chain.
+#[tokio::test]
+async fn a_refused_connection_is_said_in_words() {
+    let site = TestSite::start().await;
+    let f = fetcher(&site);
+    let u = site.url("/docs/index.md");
+    site.stop().await;
+    let err = Cache::new(1 << 20)
+        .get(&url(&u), &f, HOUR)
+        .await
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("nothing answers at 127.0.0.1") && text.contains("the site may be down"),
+        "{text}"
+    );
+    assert_eq!(text.matches(&u).count(), 1, "{text}");
 }
 
 #[tokio::test]

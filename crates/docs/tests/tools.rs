@@ -359,7 +359,10 @@ async fn get_doc_refuses_bad_arguments_and_foreign_urls() {
         missing.contains(&site.url("/docs/no-such-page/index.md")),
         "{missing}"
     );
-    assert!(missing.contains("no markdown copy there"), "{missing}");
+    assert!(
+        missing.contains("there is no such page: use a URL as search_docs returns it"),
+        "{missing}"
+    );
     let html = err(&tools, "get_doc", json!({"url": site.url("/t/html")})).await;
     assert!(html.contains("set `mirror` of source `imqueue`"), "{html}");
     // Only the two fetches above reached the server: the refusals sent nothing.

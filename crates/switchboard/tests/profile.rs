@@ -279,7 +279,9 @@ async fn resources_list_answers_while_the_docs_site_is_unreachable() {
     let found = call(&client, "search_docs", json!({"query": "expose a method"})).await;
     assert!(is_error(&found), "{}", text(&found));
     assert!(
-        text(&found).contains("cannot load its llms.txt"),
+        text(&found).contains("cannot load its llms.txt")
+            && text(&found).contains("nothing answers at 127.0.0.1")
+            && text(&found).contains("point the source's llms_txt at a local copy"),
         "{}",
         text(&found)
     );
