@@ -179,6 +179,7 @@ impl TemplateTools {
             .map_err(|e| ConfigError::new("templates", e.to_string()))?;
         env.set_syntax(syntax);
         env.add_filter("pascal_case", pascal_case);
+        env.add_function("refuse", refuse);
 
         let mut names = NameSet::default();
         let mut tools = ToolTable::new();
@@ -433,6 +434,13 @@ fn load_error(key: &str, name: &str, profile_dir: &Path, e: &minijinja::Error) -
 }
 
 fn render_error(tool: &str, label: &str, e: &minijinja::Error) -> ToolError {
+    if let Some((argument, message)) = innermost(e)
+        .detail()
+        .and_then(|detail| detail.strip_prefix(REFUSED))
+        .and_then(|refused| refused.split_once('\0'))
+    {
+        return ToolError::invalid_argument(argument, format!("{tool}: {message}"));
+    }
     if e.kind() == ErrorKind::OutOfFuel {
         return ToolError::new(format!(
             "{tool}: rendering {label} took too much work for these arguments; pass fewer items"
@@ -470,6 +478,20 @@ fn describe(label: &str, e: &minijinja::Error) -> String {
         text.push_str(&format!(": {detail}"));
     }
     text
+}
+
+/// Marks the error of [`refuse`] among a render's errors.
+const REFUSED: &str = "\u{1}refused\u{1}";
+
+/// `refuse(argument, message)`, for a template: arguments its schema lets
+/// through but the template cannot make sense of (an optional parameter
+/// before a required one, a name used twice) end the render with a tool
+/// error naming the argument, rather than with code that does not compile.
+fn refuse(argument: String, message: String) -> Result<String, minijinja::Error> {
+    Err(minijinja::Error::new(
+        ErrorKind::InvalidOperation,
+        format!("{REFUSED}{argument}\0{message}"),
+    ))
 }
 
 /// `"user-auth service"` → `"UserAuthService"`; `"UserService"` stays.

@@ -273,6 +273,91 @@ async fn scaffold_service_emits_an_exposed_jsdoc_typed_service_and_a_bootstrap()
     );
 }
 
+/// Classes inside compound types are declared too (`User | null` is the
+/// docs' own example); TypeScript's own generics are not; a return given as
+/// `Promise<…>` is not wrapped twice.
+#[tokio::test]
+async fn scaffold_service_declares_the_classes_inside_compound_types() {
+    let out = call(
+        &templates(),
+        "scaffold_service",
+        json!({
+            "name": "user-auth",
+            "methods": [
+                {
+                    "name": "find",
+                    "returns": "User | null",
+                    "params": [
+                        {"name": "id", "type": "string"},
+                        {"name": "opts", "type": "Partial<FindOptions>", "optional": true}
+                    ]
+                },
+                {"name": "all", "returns": "Promise<Array<Account>>"},
+                {"name": "tags", "returns": "Record<string, 'A' | 'B'>"}
+            ]
+        }),
+    )
+    .await
+    .unwrap();
+    let text = &out.text;
+    assert!(
+        text.contains("import { User, FindOptions, Account } from './types';"),
+        "{text}"
+    );
+    for class in ["User", "FindOptions", "Account"] {
+        assert!(
+            text.contains(&format!("@classType()\nexport class {class} {{")),
+            "{class}: {text}"
+        );
+    }
+    assert!(!text.contains("class Partial") && !text.contains("class Record"));
+    assert!(
+        text.contains(
+            "public async find(id: string, opts?: Partial<FindOptions>): Promise<User | null> {"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("public async all(): Promise<Array<Account>> {"),
+        "{text}"
+    );
+}
+
+/// What the schema lets through but TypeScript would not compile is
+/// refused, naming the argument and the fix.
+#[tokio::test]
+async fn scaffold_service_refuses_what_would_not_compile() {
+    let t = templates();
+    for (methods, says) in [
+        (
+            json!([{"name": "a", "params": [
+                {"name": "x", "type": "string", "optional": true},
+                {"name": "y", "type": "string"}
+            ]}]),
+            "put optional parameters last",
+        ),
+        (json!([{"name": "a"}, {"name": "a"}]), "listed twice"),
+        (
+            json!([{"name": "a", "params": [
+                {"name": "x", "type": "string"},
+                {"name": "x", "type": "number"}
+            ]}]),
+            "two parameters named x",
+        ),
+    ] {
+        let e = call(
+            &t,
+            "scaffold_service",
+            json!({"name": "s", "methods": methods}),
+        )
+        .await
+        .unwrap_err();
+        assert!(e.message().contains(says), "{}", e.message());
+        assert!(!e.message().contains("template error"), "{}", e.message());
+        assert_eq!(e.structured().unwrap()["invalid_argument"], "methods");
+    }
+}
+
 #[tokio::test]
 async fn scaffold_service_without_methods_is_a_working_starter() {
     let out = call(
