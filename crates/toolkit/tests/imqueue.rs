@@ -415,6 +415,18 @@ async fn scaffold_client_gives_the_generate_command_and_a_snippet_never_a_client
         bare.text
             .contains("imq client generate OrderService ./clients")
     );
+    // A misspelt key in a method is refused, as scaffold_service refuses it.
+    let misspelt = call(
+        &templates(),
+        "scaffold_client",
+        json!({"service": "user", "methods": [{"name": "find", "param": []}]}),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(
+        misspelt.structured().unwrap()["invalid_argument"],
+        "methods"
+    );
 }
 
 #[tokio::test]
