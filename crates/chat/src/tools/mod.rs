@@ -903,6 +903,14 @@ impl ChatTools {
                 "No new messages in {channel} after {} s ({from}).",
                 timeout.as_secs_f64(),
             );
+            // Waiting for a channel's first message is fine; a misspelt
+            // name must not pass for a quiet channel.
+            if newest == 0 && !self.knows(&channel)? {
+                output.text = unknown_channel(
+                    &channel,
+                    &format!("No messages after {} s in", timeout.as_secs_f64()),
+                );
+            }
         }
         Ok(output)
     }
@@ -1308,6 +1316,17 @@ mod tests {
             assert_eq!(
                 read.text,
                 "No messages in #nope: switchboard knows no channel by that name (list_channels shows the ones it knows; send_message or create_channel makes one)."
+            );
+            let wait = tools.call(
+                "wait_for_messages",
+                args(json!({"channel": "#nope", "timeout_s": 0.2})),
+                &caller,
+            );
+            let waited = wait.await.unwrap();
+            assert!(
+                waited.text.starts_with("No messages after 0.2 s in #nope: switchboard knows no channel"),
+                "{}",
+                waited.text
             );
             let members = call("get_members", "#nope").await.unwrap();
             assert!(members.text.starts_with("No members in #nope: switchboard knows no channel"));
