@@ -559,6 +559,35 @@ async fn channel_texts(client: &RawClient, channel: &str) -> Vec<String> {
     texts
 }
 
+/// A shim started with a nick chat cannot use (it starts with a digit):
+/// a send without `sender` says that the session's nick is the trouble and
+/// how to fix it, not that a `sender` the agent never gave is wrong.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shim_nick_chat_refuses_is_named_as_the_sessions() {
+    let runtime = runtime_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("relay.sock");
+    let _daemon = Daemon::start(&socket, runtime.path(), &[]).await;
+    let shim = shim(&socket, runtime.path(), "9lives").await;
+    let sent = shim
+        .call("send_message", json!({"channel": "#dev", "text": "hi"}))
+        .await;
+    let said = result_text(&sent);
+    assert_eq!(sent["isError"], true, "{said}");
+    assert!(
+        said.starts_with("your nick \"9lives\" cannot be used here")
+            && said.contains("start with another --nick, or pass sender"),
+        "{said}"
+    );
+    let sent = shim
+        .call(
+            "send_message",
+            json!({"channel": "#dev", "text": "hi", "sender": "lives9"}),
+        )
+        .await;
+    assert_eq!(result_text(&sent), "Sent to #dev as lives9");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shims_on_the_daemon_are_pushed_mentions_and_keep_them_unread() {
     let runtime = runtime_dir();

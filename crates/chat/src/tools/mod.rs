@@ -577,6 +577,7 @@ impl ChatTools {
         let rules = self.backend.rules();
         let access = self.access(caller);
         let channel = self.channel_for("channel", &p.channel, &access)?;
+        let explicit = p.sender.is_some();
         let sender = p
             .sender
             .or_else(|| caller.identity())
@@ -587,9 +588,17 @@ impl ChatTools {
                     "invalid arguments for send_message: missing field `sender` (your nick)",
                 )
             })?;
-        let sender = rules
-            .nick(&sender)
-            .map_err(|e| ToolError::invalid_argument("sender", format!("sender: {e}")))?;
+        let sender = rules.nick(&sender).map_err(|e| {
+            let message = if explicit {
+                format!("sender: {e}")
+            } else {
+                // The session's name, which the agent never typed.
+                format!(
+                    "your nick {sender:?} cannot be used here: {e}; start with another --nick, or pass sender"
+                )
+            };
+            ToolError::invalid_argument("sender", message)
+        })?;
         access.nick(&sender)?;
         let kind = if caller.human || access.human() {
             SenderKind::Human
