@@ -672,9 +672,16 @@ async fn initialize(
     // A running application's welcome says what it pushes and how
     // to guide the agent; an absent one fails at once.
     let welcome = upstream.welcome().await;
-    let agreed = welcome
-        .as_ref()
-        .map_or_else(|| upstream.cached_events(), |w| w.events.clone());
+    let agreed = match &welcome {
+        Some(w) => w.events.clone(),
+        // Never seen: claude/channel, so that a host started before its
+        // application still takes the messages it pushes once it is up
+        // (capabilities are fixed at initialize). Not the permission relay,
+        // which would send the host's prompts where nothing may answer.
+        None => upstream
+            .cached_events()
+            .unwrap_or_else(|| vec![events::CHANNEL.to_owned()]),
+    };
     // What the shim itself delivers to its client.
     let declared: Vec<String> = agreed
         .into_iter()

@@ -226,9 +226,11 @@ impl Upstream {
         Some(welcome)
     }
 
-    /// The events the application agreed on when last seen.
-    pub fn cached_events(&self) -> Vec<String> {
-        self.snapshot.lock().expect("snapshot lock").events.clone()
+    /// The events the application agreed on when last seen; `None` when it
+    /// never was.
+    pub fn cached_events(&self) -> Option<Vec<String>> {
+        let snapshot = self.snapshot.lock().expect("snapshot lock");
+        snapshot.app.is_some().then(|| snapshot.events.clone())
     }
 
     /// Passes `event` on to the application, if it is there and agreed.

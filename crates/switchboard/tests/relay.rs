@@ -728,6 +728,12 @@ async fn an_app_never_started_still_gives_a_working_session() {
         "initialize took {:?}",
         started.elapsed()
     );
+    // Never seen, the app may push once it is up: the host must know now.
+    assert_eq!(
+        result["capabilities"]["experimental"],
+        json!({"claude/channel": {}}),
+        "{result}"
+    );
     assert_eq!(shim.tools().await, Vec::<Value>::new());
     let call = shim.call("echo", json!({"text": "hi"})).await;
     // Named after the socket's directory until the app has said its name.
