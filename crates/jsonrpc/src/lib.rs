@@ -160,6 +160,18 @@ impl Rejection {
         )
     }
 
+    /// A request whose id another request in flight already uses: its
+    /// reply could not be told from the other's.
+    pub fn id_in_use(id: Id) -> Self {
+        let shown = Value::from(id.clone());
+        Self::invalid_request(
+            Some(id),
+            &format!(
+                "id {shown} is already used by a request in flight; give each request its own id"
+            ),
+        )
+    }
+
     /// A message longer than [`MAX_MESSAGE_BYTES`], which was not read.
     pub fn too_long() -> Self {
         Self::invalid_request(

@@ -448,6 +448,40 @@ async fn raw_session(lines: &[&str], expect: usize) -> Vec<Value> {
 
 const INIT: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#;
 
+/// A request reusing the id of one still in flight is refused, and both
+/// the first and the requests after it are answered.
+#[tokio::test]
+async fn a_request_reusing_an_id_in_flight_is_refused_and_nothing_is_lost() {
+    let replies = raw_session(
+        &[
+            INIT,
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            r#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"wait_for_messages","arguments":{"channel":"c","timeout_s":1}}}"#,
+            r#"{"jsonrpc":"2.0","id":6,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":5,"method":"ping"}"#,
+        ],
+        4,
+    )
+    .await;
+    let by = |id: i64, key: &str| {
+        replies
+            .iter()
+            .filter(|r| r["id"] == id && r.get(key).is_some())
+            .count()
+    };
+    assert_eq!((by(1, "result"), by(5, "result")), (1, 1), "{replies:?}");
+    assert_eq!((by(6, "result"), by(6, "error")), (1, 1), "{replies:?}");
+    let refused = replies.iter().find(|r| r.get("error").is_some()).unwrap();
+    assert_eq!(refused["error"]["code"], -32600);
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("already used by a request in flight"),
+        "{refused}"
+    );
+}
+
 #[tokio::test]
 async fn malformed_lines_get_json_rpc_errors_and_stdout_stays_pure() {
     let replies = raw_session(

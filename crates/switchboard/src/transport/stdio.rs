@@ -41,7 +41,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{DirectCall, NOTIFICATION_QUEUE, incoming, notification_message, serve_channels};
 use crate::mcp::McpServer;
-use switchboard_jsonrpc::{Rejection, strip_bom};
+use switchboard_jsonrpc::{Id, Rejection, strip_bom};
 use switchboard_lines::Next;
 use switchboard_shim::framing::{is_blank, line_reader};
 
@@ -275,7 +275,20 @@ async fn read_lines<R: AsyncRead + Unpin>(
                             }
                         }
                         if let JsonRpcMessage::Request(request) = &message {
-                            session.unanswered().insert(request.id.clone());
+                            let id = &request.id;
+                            let direct = session.in_flight().contains_key(id);
+                            let in_use = direct || !session.unanswered().insert(id.clone());
+                            if in_use {
+                                let id =
+                                    Id::from_json(&serde_json::to_value(id).unwrap_or_default());
+                                let rejection = id.map(Rejection::id_in_use);
+                                if let Some(rejection) = rejection
+                                    && replies.send(rejection.to_json()).await.is_err()
+                                {
+                                    break;
+                                }
+                                continue;
+                            }
                         }
                         if messages.send(message).await.is_err() {
                             break;
