@@ -446,17 +446,25 @@ impl Upstream {
     /// waiting for the agent to ask.
     pub async fn watch(self: Arc<Self>) {
         let mut present = false;
+        let mut seen = false;
         let mut dropped = 0u64;
         let mut newest = self.generation.subscribe();
         loop {
             self.wait_turn(&mut newest).await;
             let up = self.link().await.is_ok();
             if up && !present {
-                // It (re)appeared: refresh, and announce even an unchanged list,
-                // since a host may have read an empty one meanwhile.
-                if self.fetch_list().await.is_ok() {
+                // It reappeared: refresh, and announce even an unchanged
+                // list, since a host may have read an empty one meanwhile.
+                // Found at start, only a list other than the cached one the
+                // host may have been given is news.
+                if self
+                    .fetch_list()
+                    .await
+                    .is_ok_and(|(_, changed)| changed || seen)
+                {
                     let _ = self.upward.send(Upward::ToolsChanged).await;
                 }
+                seen = true;
             }
             present = up;
             let events = if up {

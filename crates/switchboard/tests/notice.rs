@@ -568,8 +568,8 @@ async fn a_shim_nick_chat_refuses_is_named_as_the_sessions() {
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("relay.sock");
     let _daemon = Daemon::start(&socket, runtime.path(), &[]).await;
-    let shim = shim(&socket, runtime.path(), "9lives").await;
-    let sent = shim
+    let first = shim(&socket, runtime.path(), "9lives").await;
+    let sent = first
         .call("send_message", json!({"channel": "#dev", "text": "hi"}))
         .await;
     let said = result_text(&sent);
@@ -579,13 +579,23 @@ async fn a_shim_nick_chat_refuses_is_named_as_the_sessions() {
             && said.contains("start with another --nick, or pass sender"),
         "{said}"
     );
-    let sent = shim
+    let sent = first
         .call(
             "send_message",
             json!({"channel": "#dev", "text": "hi", "sender": "lives9"}),
         )
         .await;
     assert_eq!(result_text(&sent), "Sent to #dev as lives9");
+
+    // A second session, the daemon's list already cached: its tools did not
+    // change, and nothing says they did.
+    let second = shim(&socket, runtime.path(), "other").await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        second
+            .notifications("notifications/tools/list_changed")
+            .is_empty()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
