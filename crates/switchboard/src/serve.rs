@@ -260,6 +260,9 @@ async fn serve(
     let stop_transports = CancellationToken::new();
     let mut tasks = tokio::task::JoinSet::new();
     let tokens = Arc::new(Tokens::new(config.tokens(env)?));
+    // Said once every listener is bound: a second instance that fails on
+    // the relay socket must not first claim to serve HTTP.
+    let mut serving = Vec::new();
 
     if config.http.enabled {
         let listen = config.http.listen;
@@ -285,9 +288,11 @@ async fn serve(
             web,
             stop_transports.clone(),
         );
-        tracing::info!("serving MCP at http://{local}/mcp (legacy SSE at /sse)");
+        serving.push(format!(
+            "serving MCP at http://{local}/mcp (legacy SSE at /sse)"
+        ));
         if with_web {
-            tracing::info!("serving the web view at http://{local}/");
+            serving.push(format!("serving the web view at http://{local}/"));
         }
         let stop = stop_transports.clone();
         tasks.spawn(async move {
@@ -311,16 +316,19 @@ async fn serve(
                 "cannot serve the relay socket (socket.path); pass --no-socket or --socket PATH",
             )?;
         handler.set_handle(relay.handle());
-        tracing::info!(
+        serving.push(format!(
             "serving the relay socket at {}",
             relay.socket_path().display()
-        );
+        ));
         let stop = stop_transports.clone();
         tasks.spawn(async move {
             if let Err(e) = relay.serve(stop.cancelled_owned()).await {
                 tracing::error!(error = %e, "relay socket failed");
             }
         });
+    }
+    for line in serving {
+        tracing::info!("{line}");
     }
     if config.stdio {
         let (stop, requested) = (stop_transports.clone(), shutdown_requested.clone());

@@ -291,6 +291,36 @@ async fn a_taken_port_is_a_runtime_failure_that_names_it() {
     );
 }
 
+/// A second daemon on a relay socket already served fails naming it, and
+/// says nothing of serving HTTP first.
+#[tokio::test]
+async fn a_second_daemon_on_a_served_socket_fails_without_claiming_to_serve() {
+    let runtime = common::runtime_dir();
+    let socket = runtime.path().join("relay.sock");
+    let socket = socket.to_str().unwrap();
+    let first = Server::start_with(
+        &["--ephemeral", "--socket", socket],
+        &[("XDG_RUNTIME_DIR", runtime.path().to_str().unwrap())],
+    )
+    .await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !first.log().contains("serving the relay socket at") {
+        assert!(std::time::Instant::now() < deadline, "{}", first.log());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let output = command(&["--ephemeral", "--socket", socket, "--http", "127.0.0.1:0"])
+        .env("XDG_RUNTIME_DIR", runtime.path())
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("another instance is already serving") && !stderr.contains("serving MCP"),
+        "{stderr}"
+    );
+}
+
 /// A history file switchboard cannot use stops `serve` at once, naming the
 /// file and what to do, and is left as it was.
 #[tokio::test]
