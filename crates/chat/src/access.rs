@@ -54,6 +54,14 @@ impl Access {
             .and_then(|(_, r)| r.default_nick().map(str::to_owned))
     }
 
+    /// The nick patterns of a token that names no plain nick (only globs
+    /// such as `bot-*`), for a caller that must pick one.
+    pub fn nick_patterns(&self) -> Option<String> {
+        self.rules()
+            .filter(|(_, r)| r.default_nick().is_none())
+            .map(|(_, r)| r.nicks.join(", "))
+    }
+
     /// Whether the token's holder is a person.
     pub fn human(&self) -> bool {
         self.rules().is_some_and(|(_, r)| r.human)
@@ -232,6 +240,19 @@ mod tests {
         assert!(a.channel(&names.channel("#ops").unwrap()).is_err());
         assert!(a.restricts_channels());
         assert_eq!(a.default_nick().as_deref(), Some("alice"));
+        assert_eq!(a.nick_patterns(), None);
+    }
+
+    /// A token of globs alone has no nick to fall back on: a caller that
+    /// names none is told the patterns it may pick from.
+    #[test]
+    fn a_token_of_globs_alone_names_its_patterns() {
+        let a = access(Rules {
+            nicks: vec!["bot-*".into(), "ci-?".into()],
+            ..Rules::unrestricted()
+        });
+        assert_eq!(a.default_nick(), None);
+        assert_eq!(a.nick_patterns().as_deref(), Some("bot-*, ci-?"));
     }
 
     #[test]

@@ -583,9 +583,14 @@ impl ChatTools {
             .or_else(|| caller.identity())
             .or_else(|| access.default_nick())
             .ok_or_else(|| {
+                let hint = access.nick_patterns().map_or_else(String::new, |globs| {
+                    format!("; this token may speak as any nick matching {globs}")
+                });
                 ToolError::invalid_argument(
                     "sender",
-                    "invalid arguments for send_message: missing field `sender` (your nick)",
+                    format!(
+                        "invalid arguments for send_message: missing field `sender` (your nick){hint}"
+                    ),
                 )
             })?;
         let sender = rules.nick(&sender).map_err(|e| {
