@@ -67,13 +67,15 @@ pub struct Config {
     /// directory, else the working directory.
     #[serde(skip)]
     pub base_dir: PathBuf,
-    /// The file merged over a profile, for errors to point into.
+    /// The config file (alone or merged over a profile), for errors to
+    /// point into.
     #[serde(skip)]
     overlay: Option<Overlay>,
 }
 
-/// A config file merged over a profile: how errors name the two (`over.toml
-/// over --profile imqueue`), and the file's text, to find a key's line in.
+/// A config file: how errors name it (`over.toml`, or `over.toml over
+/// --profile imqueue` when merged over a profile), and its text, to find a
+/// key's line in.
 #[derive(Debug, Clone, Default)]
 struct Overlay {
     origin: String,
@@ -642,8 +644,8 @@ impl Config {
         Ok(config)
     }
 
-    /// `error`, naming the file merged over a profile and the key's line in
-    /// it when the key is set there (as a parse error of the file does).
+    /// `error`, naming the config file and the key's line in it when the
+    /// key is set there (as a parse error of the file does).
     fn placed(&self, error: ConfigError) -> ConfigError {
         match (error, &self.overlay) {
             (ConfigError::Invalid { key, problem }, Some(overlay)) => {
@@ -695,10 +697,16 @@ impl Config {
             path: path.display().to_string(),
             source,
         })?;
-        Self::from_toml(&text).map_err(|message| ConfigError::Parse {
+        let mut config = Self::from_toml(&text).map_err(|message| ConfigError::Parse {
             path: path.display().to_string(),
             message,
-        })
+        })?;
+        // Its checks name the file and the key's line, as over a profile.
+        config.overlay = Some(Overlay {
+            origin: path.display().to_string(),
+            text,
+        });
+        Ok(config)
     }
 
     /// The embedded profile `name` (`given` as the user gave it: `--profile

@@ -789,9 +789,13 @@ async fn bad_token_configs_stop_the_daemon_naming_the_key() {
         .unwrap();
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert_eq!(output.status.code(), Some(2), "{tokens}\n{stderr}");
+        // The file, the key (with its line there) and the problem.
+        let (key, problem) = key.split_once(": ").unwrap_or((key, ""));
         assert!(
-            stderr.contains(key),
-            "{tokens}\nwanted {key:?} in:\n{stderr}"
+            stderr.contains(path.to_str().unwrap())
+                && stderr.contains(key)
+                && stderr.contains(problem),
+            "{tokens}\nwanted {key:?} and {problem:?} in:\n{stderr}"
         );
     }
 }
