@@ -229,11 +229,7 @@ impl Doors {
             &[("XDG_RUNTIME_DIR", runtime.path().to_str().unwrap())],
         )
         .await;
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while !daemon.log().contains("serving the relay socket at") {
-            assert!(std::time::Instant::now() < deadline, "{}", daemon.log());
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        daemon.wait_for_log("serving the relay socket at").await;
         let mut stdio = LineClient::spawn(command(&["--stdio", "--ephemeral"]));
         stdio.initialize().await;
         let mut shim = LineClient::spawn(switchboard(

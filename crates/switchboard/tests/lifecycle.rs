@@ -303,11 +303,7 @@ async fn a_second_daemon_on_a_served_socket_fails_without_claiming_to_serve() {
         &[("XDG_RUNTIME_DIR", runtime.path().to_str().unwrap())],
     )
     .await;
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while !first.log().contains("serving the relay socket at") {
-        assert!(std::time::Instant::now() < deadline, "{}", first.log());
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    first.wait_for_log("serving the relay socket at").await;
     let output = command(&["--ephemeral", "--socket", socket, "--http", "127.0.0.1:0"])
         .env("XDG_RUNTIME_DIR", runtime.path())
         .output()

@@ -600,7 +600,7 @@ secret_file = "carol.token"
 "##,
     );
     server.signal(libc::SIGHUP);
-    wait_for_log(&server, "reloaded the HTTP tokens").await;
+    server.wait_for_log("reloaded the HTTP tokens").await;
     // The same client, no reconnection: the new rules hold at once.
     let moved = call(
         &alice,
@@ -645,7 +645,7 @@ secret_file = "carol.token"
     )
     .unwrap();
     server.signal(libc::SIGHUP);
-    wait_for_log(&server, "http.tokens[0].secret_env").await;
+    server.wait_for_log("http.tokens[0].secret_env").await;
     assert!(!is_error(
         &call(
             &alice,
@@ -670,7 +670,7 @@ async fn a_reload_without_tokens_keeps_the_running_ones() {
     let url = server.url("/mcp");
     std::fs::write(&config, "").unwrap();
     server.signal(libc::SIGHUP);
-    wait_for_log(&server, "the running tokens stay").await;
+    server.wait_for_log("the running tokens stay").await;
     let anonymous = reqwest::Client::new()
         .post(&url)
         .header(header::CONTENT_TYPE, "application/json")
@@ -692,29 +692,17 @@ async fn a_reload_names_the_settings_that_take_a_restart() {
     let config = config(dir.path(), TOKENS);
     let server = Server::start(&["--ephemeral", "--config", config.to_str().unwrap()]).await;
     server.signal(libc::SIGHUP);
-    wait_for_log(&server, "reloaded the HTTP tokens").await;
+    server.wait_for_log("reloaded the HTTP tokens").await;
     assert!(!server.log().contains("take effect only after a restart"));
     let mut text = std::fs::read_to_string(&config).unwrap();
     text.push_str("\n[chat]\nmax_text_bytes = 1000\n[http]\nmax_streams = 7\n");
     std::fs::write(&config, text).unwrap();
     server.signal(libc::SIGHUP);
-    wait_for_log(
-        &server,
-        "SIGHUP: [http] (besides tokens), [chat] changed and take effect only after a restart",
-    )
-    .await;
-}
-
-async fn wait_for_log(server: &Server, needle: &str) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while !server.log().contains(needle) {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{needle:?} not logged:\n{}",
-            server.log()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    server
+        .wait_for_log(
+            "SIGHUP: [http] (besides tokens), [chat] changed and take effect only after a restart",
+        )
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

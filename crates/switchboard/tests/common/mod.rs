@@ -153,6 +153,19 @@ impl Server {
     pub fn log(&self) -> String {
         self.log.lock().unwrap().clone()
     }
+
+    /// Waits (at most 10 s) until the log holds `needle`.
+    pub async fn wait_for_log(&self, needle: &str) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !self.log().contains(needle) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{needle:?} not logged:\n{}",
+                self.log()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
 }
 
 pub type Client = RunningService<RoleClient, ClientConfig>;
