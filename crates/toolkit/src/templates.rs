@@ -434,12 +434,13 @@ fn load_error(key: &str, name: &str, profile_dir: &Path, e: &minijinja::Error) -
 }
 
 fn render_error(tool: &str, label: &str, e: &minijinja::Error) -> ToolError {
-    if let Some((argument, message)) = innermost(e)
-        .detail()
-        .and_then(|detail| detail.strip_prefix(REFUSED))
-        .and_then(|refused| refused.split_once('\0'))
+    if let Some(refused) =
+        std::error::Error::source(innermost(e)).and_then(|source| source.downcast_ref::<Refused>())
     {
-        return ToolError::invalid_argument(argument, format!("{tool}: {message}"));
+        return ToolError::invalid_argument(
+            &refused.argument,
+            format!("{tool}: {}", refused.message),
+        );
     }
     if e.kind() == ErrorKind::OutOfFuel {
         return ToolError::new(format!(
@@ -480,18 +481,23 @@ fn describe(label: &str, e: &minijinja::Error) -> String {
     text
 }
 
-/// Marks the error of [`refuse`] among a render's errors.
-const REFUSED: &str = "\u{1}refused\u{1}";
+/// Why a template called [`refuse`]: the source of the render's error.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+struct Refused {
+    argument: String,
+    message: String,
+}
 
 /// `refuse(argument, message)`, for a template: arguments its schema lets
 /// through but the template cannot make sense of (an optional parameter
 /// before a required one, a name used twice) end the render with a tool
 /// error naming the argument, rather than with code that does not compile.
 fn refuse(argument: String, message: String) -> Result<String, minijinja::Error> {
-    Err(minijinja::Error::new(
-        ErrorKind::InvalidOperation,
-        format!("{REFUSED}{argument}\0{message}"),
-    ))
+    Err(
+        minijinja::Error::new(ErrorKind::InvalidOperation, message.clone())
+            .with_source(Refused { argument, message }),
+    )
 }
 
 /// `"user-auth service"` → `"UserAuthService"`; `"UserService"` stays.
@@ -619,6 +625,31 @@ Run: {{ command }}"""
             err.message()
                 .starts_with("t: template error: t.j2 line 2: undefined value"),
             "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn refuse_names_the_argument_even_from_an_include() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("check.j2"),
+            "{% if n > 3 %}{{ refuse('n', 'n is at most 3; pass fewer') }}{% endif %}",
+        )
+        .unwrap();
+        let config = r#"
+            [[templates]]
+            tool = "t"
+            description = "T."
+            source = "{% include 'check.j2' %}n={{ n }}"
+            input_schema = { properties = { n = { type = "integer" } } }
+        "#;
+        let tools = TemplateTools::new(&configs(config), dir.path()).unwrap();
+        let err = call(&tools, "t", json!({"n": 4})).await.unwrap_err();
+        assert_eq!(err.message(), "t: n is at most 3; pass fewer");
+        assert_eq!(err.structured().unwrap()["invalid_argument"], "n");
+        assert_eq!(
+            call(&tools, "t", json!({"n": 2})).await.unwrap().text,
+            "n=2"
         );
     }
 
