@@ -279,11 +279,14 @@ async fn read_lines<R: AsyncRead + Unpin>(
                             let direct = session.in_flight().contains_key(id);
                             let in_use = direct || !session.unanswered().insert(id.clone());
                             if in_use {
-                                let id =
-                                    Id::from_json(&serde_json::to_value(id).unwrap_or_default());
-                                let rejection = id.map(Rejection::id_in_use);
-                                if let Some(rejection) = rejection
-                                    && replies.send(rejection.to_json()).await.is_err()
+                                let id = match id {
+                                    RequestId::Number(n) => Id::Number(*n),
+                                    RequestId::String(s) => Id::String(s.to_string()),
+                                };
+                                if replies
+                                    .send(Rejection::id_in_use(id).to_json())
+                                    .await
+                                    .is_err()
                                 {
                                     break;
                                 }
