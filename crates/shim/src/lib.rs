@@ -142,13 +142,17 @@ pub fn app_id(value: &str) -> Result<String, String> {
 /// Parses a command line that holds [`ShimArgs`], reading a variable set to
 /// the empty string as unset, as `switchboard serve` does. (clap would take
 /// it as an empty value: an error for a number or a file.)
-pub fn parse_command_line<P: clap::Parser>() -> P {
+///
+/// A refused command line (and `--help`, `--version`) comes back as the
+/// [`clap::Error`]; the binary says it with `exit()`, so this library never
+/// ends the process itself.
+pub fn parse_command_line<P: clap::Parser>() -> Result<P, clap::Error> {
     let command = empty_env_as_unset(P::command());
     let mut matches = command
         .clone()
         .try_get_matches()
-        .unwrap_or_else(|e| name_the_variable(e, &command).exit());
-    P::from_arg_matches_mut(&mut matches).unwrap_or_else(|e| e.format(&mut P::command()).exit())
+        .map_err(|e| name_the_variable(e, &command))?;
+    P::from_arg_matches_mut(&mut matches).map_err(|e| e.format(&mut P::command()))
 }
 
 /// A refused value that came from a flag's variable, not the command line,

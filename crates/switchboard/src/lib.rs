@@ -152,7 +152,7 @@ fn is_usage_error(e: &anyhow::Error) -> bool {
 /// how it ended (see the exit statuses above).
 pub fn run() -> ExitCode {
     become_small_shim();
-    let cli: cli::Cli = switchboard_shim::parse_command_line();
+    let cli: cli::Cli = switchboard_shim::parse_command_line().unwrap_or_else(|e| e.exit());
     let env = config::env_var;
     let result = match cli.command {
         Command::Serve(args) => match config::Config::load(&args, &env) {

@@ -17,7 +17,7 @@ struct Cli {
 }
 
 fn main() -> ExitCode {
-    let cli: Cli = switchboard_shim::parse_command_line();
+    let cli: Cli = switchboard_shim::parse_command_line().unwrap_or_else(|e| e.exit());
     match switchboard_shim::run(&cli.args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
