@@ -7,8 +7,9 @@ use crate::{Grant, Session};
 /// Facts about the client behind a tool call, filled in by the transport.
 ///
 /// Toolsets may use them (for example as a default identity) but must not
-/// depend on which transport set them. The client program, when the
-/// transport can verify it, is the session's ([`Session::process`]).
+/// depend on which transport set them: who is calling is the client program
+/// ([`Caller::process`]), the token ([`Caller::token`]) and the session's
+/// identity ([`Caller::identity`]), each when the transport knows it.
 #[derive(Debug, Clone, Default)]
 pub struct Caller {
     /// A short human-readable label for logs: `stdio`, `http`, `sse 4f1c…`.
@@ -49,6 +50,13 @@ impl Caller {
     /// The session's identity, if the caller has a session that knows it.
     pub fn identity(&self) -> Option<String> {
         self.session.as_ref().and_then(|s| s.identity())
+    }
+
+    /// The client program, when the transport could verify it (the relay
+    /// socket asks the kernel who is at the other end); it lasts as long as
+    /// the session, so it is kept there.
+    pub fn process(&self) -> Option<&Process> {
+        self.session.as_deref().and_then(Session::process)
     }
 
     /// The name of the token the client presented, if any.
