@@ -12,8 +12,8 @@ use std::{sync::Arc, time::Duration};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use switchboard_toolset::{
-    Caller, JsonObject, ToolAnnotations, ToolError, ToolFuture, ToolId, ToolOutput, ToolSpec,
-    ToolTable, Toolset, object_schema, parse_args,
+    Caller, JsonObject, Session, ToolAnnotations, ToolError, ToolFuture, ToolId, ToolOutput,
+    ToolSpec, ToolTable, Toolset, object_schema, parse_args,
 };
 
 use crate::{
@@ -96,6 +96,19 @@ impl Toolset for DocsTools {
 
     fn tools(&self) -> &[ToolSpec] {
         self.tools.specs()
+    }
+
+    fn instructions(&self, _session: Option<&Session>) -> Option<String> {
+        let sources = self.library.source_names();
+        if sources.is_empty() {
+            return None;
+        }
+        Some(format!(
+            "Documentation of {}: search_docs with a few keywords finds pages, then get_doc \
+with a result's url reads one; a long page comes in parts, and the end of each part says the \
+offset of the next.",
+            sources.join(", ")
+        ))
     }
 
     fn call<'a>(&'a self, tool: ToolId, args: JsonObject, _caller: &'a Caller) -> ToolFuture<'a> {

@@ -10,8 +10,8 @@ mod docs_site;
 use std::{os::unix::fs::PermissionsExt, path::PathBuf, time::Duration};
 
 use common::{
-    Client, Daemon, RawClient, Server, call, command, is_error, runtime_dir, stdio_client_of,
-    stdio_client_with, switchboard, text,
+    Client, Daemon, RawClient, Server, call, command, is_error, runtime_dir, stdio_client,
+    stdio_client_of, stdio_client_with, switchboard, text,
 };
 use docs_site::TestSite;
 use rmcp::model::{GetPromptRequestParams, ProtocolVersion, ReadResourceRequestParams};
@@ -133,6 +133,59 @@ async fn the_profile_serves_exactly_the_13_tools_in_under_20_kb() {
         "{info:?}"
     );
     assert!(info.capabilities.resources.is_some() && info.capabilities.prompts.is_some());
+}
+
+/// A copy of the profile (its config and template files) in a directory of
+/// its own, with `edit` applied to the config.
+fn profile_copy(edit: impl Fn(&str) -> String) -> (tempfile::TempDir, PathBuf) {
+    let profiles = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../profiles");
+    let dir = tempfile::tempdir().unwrap();
+    let templates = dir.path().join("imqueue");
+    std::fs::create_dir(&templates).unwrap();
+    for file in std::fs::read_dir(profiles.join("imqueue")).unwrap() {
+        let file = file.unwrap().path();
+        std::fs::copy(&file, templates.join(file.file_name().unwrap())).unwrap();
+    }
+    let config = std::fs::read_to_string(profiles.join("imqueue.toml")).unwrap();
+    let path = dir.path().join("imqueue.toml");
+    std::fs::write(&path, edit(&config)).unwrap();
+    (dir, path)
+}
+
+#[tokio::test]
+async fn without_instructions_in_the_config_each_toolset_gives_its_own() {
+    let (_dir, config) = profile_copy(|config| {
+        config
+            .lines()
+            .filter(|line| !line.starts_with("instructions ="))
+            .collect::<Vec<_>>()
+            .join("\n")
+    });
+    let client = stdio_client(
+        &["--config", config.to_str().unwrap()],
+        ProtocolVersion::V_2025_11_25,
+    )
+    .await;
+    let info = client.peer_info().expect("initialize result");
+    let instructions = info.instructions.as_deref().unwrap_or_default();
+    for expected in [
+        "Documentation of imqueue: search_docs",
+        "get_doc",
+        "list_packages list what can be installed",
+        "scaffold_service, scaffold_client render code",
+        "Run imq only through its tools (cli_status, cli_help, cli_install, create_service",
+        "create_service",
+        "apply: true",
+        "cli_status says whether imq is installed",
+    ] {
+        assert!(
+            instructions.contains(expected),
+            "{expected:?} in {instructions}"
+        );
+    }
+    // Chat is off in the profile: nothing about channels.
+    assert!(!instructions.contains("send_message"), "{instructions}");
+    client.cancel().await.unwrap();
 }
 
 #[tokio::test]

@@ -10,8 +10,8 @@ use std::{collections::HashMap, sync::Arc};
 
 use serde_json::{Value, json};
 use switchboard_toolset::{
-    Caller, JsonObject, ToolError, ToolFuture, ToolId, ToolOutput, ToolSpec, ToolTable, Toolset,
-    object_schema,
+    Caller, JsonObject, Session, ToolError, ToolFuture, ToolId, ToolOutput, ToolSpec, ToolTable,
+    Toolset, object_schema,
 };
 
 use crate::{
@@ -68,6 +68,17 @@ impl Toolset for CatalogTools {
 
     fn tools(&self) -> &[ToolSpec] {
         self.tools.specs()
+    }
+
+    fn instructions(&self, _session: Option<&Session>) -> Option<String> {
+        let names: Vec<&str> = self.tools.specs().iter().map(|t| t.name.as_str()).collect();
+        (!names.is_empty()).then(|| {
+            format!(
+                "{} list what can be installed, each entry with its install command; they take \
+no parameters.",
+                names.join(", ")
+            )
+        })
     }
 
     fn call<'a>(&'a self, tool: ToolId, args: JsonObject, _caller: &'a Caller) -> ToolFuture<'a> {

@@ -29,7 +29,8 @@ use std::{
 use minijinja::{AutoEscape, Environment, ErrorKind, UndefinedBehavior, syntax::SyntaxConfig};
 use serde_json::{Value, json};
 use switchboard_toolset::{
-    Caller, JsonObject, ToolError, ToolFuture, ToolId, ToolOutput, ToolSpec, ToolTable, Toolset,
+    Caller, JsonObject, Session, ToolError, ToolFuture, ToolId, ToolOutput, ToolSpec, ToolTable,
+    Toolset,
 };
 
 use crate::{
@@ -328,6 +329,17 @@ impl Toolset for TemplateTools {
 
     fn tools(&self) -> &[ToolSpec] {
         self.tools.specs()
+    }
+
+    fn instructions(&self, _session: Option<&Session>) -> Option<String> {
+        let names: Vec<&str> = self.tools.specs().iter().map(|t| t.name.as_str()).collect();
+        (!names.is_empty()).then(|| {
+            format!(
+                "{} render code from the project's templates and return it as text (with the \
+command to run, where the template names one); they write no files: save the text where it belongs.",
+                names.join(", ")
+            )
+        })
     }
 
     fn call<'a>(&'a self, tool: ToolId, args: JsonObject, _caller: &'a Caller) -> ToolFuture<'a> {

@@ -149,6 +149,11 @@ impl<K: Copy> ToolTable<K> {
         &self.specs
     }
 
+    /// Each tool's kind with its declaration, in [`ToolTable::specs`] order.
+    pub fn entries(&self) -> impl Iterator<Item = (&K, &ToolSpec)> {
+        self.kinds.iter().zip(&self.specs)
+    }
+
     /// What `tool` is to the toolset, and its declaration.
     ///
     /// `tool` comes from the registry, which found it in this table's

@@ -38,7 +38,8 @@ use std::{collections::BTreeMap, path::PathBuf, time::Duration};
 
 use serde_json::{Value, json};
 use switchboard_toolset::{
-    Caller, JsonObject, ToolError, ToolFuture, ToolId, ToolOutput, ToolSpec, ToolTable, Toolset,
+    Caller, JsonObject, Session, ToolError, ToolFuture, ToolId, ToolOutput, ToolSpec, ToolTable,
+    Toolset,
 };
 
 use self::{
@@ -86,6 +87,14 @@ enum Cases {
 }
 
 impl Action {
+    /// Whether some case of it changes things (and so waits for `apply`).
+    fn mutating(&self) -> bool {
+        match &self.cases {
+            Cases::One(case) => case.mutating,
+            Cases::By { cases, .. } => cases.values().any(|case| case.mutating),
+        }
+    }
+
     /// The longest any of its cases may run.
     fn longest_timeout(&self) -> Duration {
         match &self.cases {
@@ -140,6 +149,40 @@ impl Toolset for CommandTools {
 
     fn tools(&self) -> &[ToolSpec] {
         self.tools.specs()
+    }
+
+    fn instructions(&self, _session: Option<&Session>) -> Option<String> {
+        let named = |pick: &dyn Fn(&Action) -> bool| -> Vec<&str> {
+            self.tools
+                .entries()
+                .filter(|&(&index, _)| pick(&self.actions[index]))
+                .map(|(_, spec)| spec.name.as_str())
+                .collect()
+        };
+        let all = named(&|_| true);
+        if all.is_empty() {
+            return None;
+        }
+        let mut text = format!(
+            "Run {} only through its tools ({}); no other command and no shell.",
+            self.program,
+            all.join(", ")
+        );
+        let mutating = named(&Action::mutating);
+        if !mutating.is_empty() {
+            text.push_str(&format!(
+                " {} change things: without apply: true they run as a dry run or only show the \
+command (the result's mode says which); call again with apply: true to carry it out.",
+                mutating.join(", ")
+            ));
+        }
+        if let Some(status) = named(&|a| a.kind == ActionKind::Status).first() {
+            text.push_str(&format!(
+                " {status} says whether {} is installed, and its version.",
+                self.program
+            ));
+        }
+        Some(text)
     }
 
     fn call<'a>(&'a self, tool: ToolId, args: JsonObject, _caller: &'a Caller) -> ToolFuture<'a> {
