@@ -277,7 +277,7 @@ fn the_systemd_unit_is_hardened_and_verifies() {
         .is_err()
     {
         assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
+            std::env::var_os("CI").is_none(),
             "systemd-analyze is missing: CI must verify the unit (apt-get install systemd)"
         );
         eprintln!("systemd-analyze is not installed; the unit was not verified");
