@@ -56,7 +56,7 @@ impl Access {
 
     /// The nick patterns of a token that names no plain nick (only globs
     /// such as `bot-*`), for a caller that must pick one.
-    pub fn nick_patterns(&self) -> Option<String> {
+    pub(crate) fn nick_patterns(&self) -> Option<String> {
         self.rules()
             .filter(|(_, r)| r.default_nick().is_none())
             .map(|(_, r)| r.nicks.join(", "))

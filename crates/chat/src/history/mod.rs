@@ -280,13 +280,13 @@ pub enum Origin {
 }
 
 /// How far apart in time two processes may record one heard line.
-pub const HEARD_WINDOW: Duration = Duration::from_secs(10);
+pub(crate) const HEARD_WINDOW: Duration = Duration::from_secs(10);
 
 /// How long [`History::mark_agent`] makes a nick an agent's in a channel.
 /// The marking process marks it again before its agent speaks once half of
 /// this has passed, so a person who takes the nick after the agent has
 /// gone is a person again.
-pub const AGENT_MARK: Duration = Duration::from_secs(120);
+pub(crate) const AGENT_MARK: Duration = Duration::from_secs(120);
 
 impl NewMessage {
     /// A message said now through this process, by `nick` (whose folded
@@ -1404,7 +1404,7 @@ fn own_after(
 
 /// A nick that has spoken in a channel, and who it was the last time.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Speaker {
+pub(crate) struct Speaker {
     pub key: String,
     pub nick: String,
     pub kind: SenderKind,
@@ -1412,7 +1412,7 @@ pub struct Speaker {
 
 /// A channel as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ChannelRow {
+pub(crate) struct ChannelRow {
     pub id: i64,
     /// The case-folded name.
     pub key: String,
