@@ -492,11 +492,43 @@ async fn refuse(mut writer: OwnedWriteHalf, message: String) {
 
 /// Serves one client from its hello to its last reply.
 async fn connection(stream: UnixStream, shared: Arc<Shared>, number: u64) {
+    let mut stop = shared.shutdown.subscribe();
+    let Some((reader, writer, peer)) = admit(stream, &shared, number, &mut stop).await else {
+        return;
+    };
+    let pid = peer.pid;
+    tracing::debug!(pid, client = %peer.client, "relay client connected");
+    shared.connections.fetch_add(1, Ordering::Relaxed);
+    let _counted = Counted(&shared.connections);
+    shared.handler.connected(&peer);
+    let _known = Known(&shared, &peer);
+
+    let Some((tx, write_task)) = welcome(writer, &shared, &peer).await else {
+        return;
+    };
+    serve_requests(reader, &shared, &peer, &tx, &mut stop).await;
+    // The event table's copy of the sender would keep the writer waiting.
+    shared.clients().remove(&number);
+    drop(tx);
+    let _ = write_task.await;
+    tracing::debug!(pid, "relay client disconnected");
+}
+
+/// Lets a connection in or refuses it: the peer must run as this user and
+/// open with a valid hello. Returns the reading half with its line state,
+/// the writing half, and who the peer is; `None` once a refusal was sent
+/// or the peer left first.
+async fn admit(
+    stream: UnixStream,
+    shared: &Arc<Shared>,
+    number: u64,
+    stop: &mut watch::Receiver<bool>,
+) -> Option<(Incoming, OwnedWriteHalf, Arc<PeerInfo>)> {
     let cred = match stream.peer_cred() {
         Ok(cred) => cred,
         Err(e) => {
             tracing::warn!(error = %e, "cannot read the peer's credentials");
-            return;
+            return None;
         }
     };
     let (reader, writer) = stream.into_split();
@@ -506,15 +538,20 @@ async fn connection(stream: UnixStream, shared: Arc<Shared>, number: u64) {
             cred.uid(),
             shared.euid
         );
-        return refuse(writer, message).await;
+        refuse(writer, message).await;
+        return None;
     }
-    let mut reader = BufReader::new(reader);
-    let mut lines = protocol::line_reader();
-    let mut stop = shared.shutdown.subscribe();
-    let hello = match read_hello(&mut reader, &mut lines, &cred, &shared, &mut stop).await {
+    let mut incoming = Incoming {
+        reader: BufReader::new(reader),
+        lines: protocol::line_reader(),
+    };
+    let hello = match read_hello(&mut incoming, &cred, shared, stop).await {
         Ok(hello) => hello,
-        Err(Some(refusal)) => return refuse(writer, refusal).await,
-        Err(None) => return,
+        Err(Some(refusal)) => {
+            refuse(writer, refusal).await;
+            return None;
+        }
+        Err(None) => return None,
     };
     let pid = hello.pid;
     let ancestry = tokio::task::spawn_blocking(move || proctree::ancestry(pid))
@@ -530,51 +567,73 @@ async fn connection(stream: UnixStream, shared: Arc<Shared>, number: u64) {
         events: hello.events,
         ancestry,
     });
-    tracing::debug!(pid, client = %peer.client, "relay client connected");
-    shared.connections.fetch_add(1, Ordering::Relaxed);
-    let _counted = Counted(&shared.connections);
-    shared.handler.connected(&peer);
-    let _known = Known(&shared, &peer);
+    Some((incoming, writer, peer))
+}
 
-    let mut writer = writer;
+/// A connection's reading half and the line state that goes with it.
+struct Incoming {
+    reader: BufReader<OwnedReadHalf>,
+    lines: LineReader,
+}
+
+impl Incoming {
+    async fn read(&mut self) -> std::io::Result<Read> {
+        protocol::read_message(&mut self.reader, &mut self.lines).await
+    }
+}
+
+/// Sends the welcome, starts the writer task and, for a peer that takes
+/// events, enters it in the event table. Returns the writer's queue and
+/// task; `None` if the peer is already gone.
+async fn welcome(
+    mut writer: OwnedWriteHalf,
+    shared: &Arc<Shared>,
+    peer: &PeerInfo,
+) -> Option<(mpsc::Sender<Outgoing>, tokio::task::JoinHandle<()>)> {
     let welcome = Message::Welcome {
         protocol: PROTOCOL_VERSION,
         app: shared.app.clone(),
         app_id: shared.options.app_id.clone(),
         events: peer.events.clone(),
-        instructions: shared.handler.instructions(&peer),
+        instructions: shared.handler.instructions(peer),
     };
     let mut generation = shared.generation.subscribe();
     generation.mark_unchanged();
-    if protocol::write_message(&mut writer, &welcome)
-        .await
-        .is_err()
-    {
-        return;
-    }
-    let max_in_flight = shared.options.max_in_flight;
-    let (tx, rx) = mpsc::channel(max_in_flight + 64);
+    protocol::write_message(&mut writer, &welcome).await.ok()?;
+    let (tx, rx) = mpsc::channel(shared.options.max_in_flight + 64);
     let write_task = tokio::spawn(write_loop(writer, rx, generation));
     if !peer.events.is_empty() {
         shared.clients().insert(
-            number,
+            peer.connection,
             Client {
                 outgoing: tx.clone(),
                 events: peer.events.clone(),
             },
         );
     }
+    Some((tx, write_task))
+}
 
-    let permits = Arc::new(Semaphore::new(max_in_flight));
+/// Reads the peer's requests until it leaves, breaks the protocol or
+/// shutdown begins, running at most `max_in_flight` calls at once; returns
+/// once every call it started has answered.
+async fn serve_requests(
+    mut incoming: Incoming,
+    shared: &Arc<Shared>,
+    peer: &Arc<PeerInfo>,
+    tx: &mpsc::Sender<Outgoing>,
+    stop: &mut watch::Receiver<bool>,
+) {
+    let permits = Arc::new(Semaphore::new(shared.options.max_in_flight));
     let mut calls = JoinSet::new();
     let running = Running::default();
     loop {
         let read = tokio::select! {
             biased;
-            () = stopped(&mut stop) => break,
-            read = protocol::read_message(&mut reader, &mut lines) => read,
+            () = stopped(stop) => break,
+            read = incoming.read() => read,
         };
-        let reply = match step(read, &shared, &peer) {
+        let reply = match step(read, shared, peer) {
             Step::Reply(reply) => reply,
             Step::Ignore => continue,
             Step::End => break,
@@ -598,7 +657,7 @@ async fn connection(stream: UnixStream, shared: Arc<Shared>, number: u64) {
             } => {
                 let permit = tokio::select! {
                     biased;
-                    () = stopped(&mut stop) => break,
+                    () = stopped(stop) => break,
                     permit = permits.clone().acquire_owned() => permit.expect("never closed"),
                 };
                 let cancelled = running.start(&id);
@@ -621,13 +680,8 @@ async fn connection(stream: UnixStream, shared: Arc<Shared>, number: u64) {
             break;
         }
     }
-    drop(reader);
+    drop(incoming);
     while calls.join_next().await.is_some() {}
-    // The event table's copy of the sender would keep the writer waiting.
-    shared.clients().remove(&number);
-    drop(tx);
-    let _ = write_task.await;
-    tracing::debug!(pid, "relay client disconnected");
 }
 
 /// A hello the application accepted.
@@ -644,8 +698,7 @@ struct Hello {
 /// is a refusal to send before closing; `Err(None)`, the client left (or
 /// shutdown began) first.
 async fn read_hello(
-    reader: &mut BufReader<OwnedReadHalf>,
-    lines: &mut LineReader,
+    incoming: &mut Incoming,
     cred: &UCred,
     shared: &Shared,
     stop: &mut watch::Receiver<bool>,
@@ -653,7 +706,7 @@ async fn read_hello(
     let hello_timeout = shared.options.hello_timeout;
     let first = tokio::select! {
         () = stopped(stop) => return Err(None),
-        first = tokio::time::timeout(hello_timeout, protocol::read_message(reader, lines)) => first,
+        first = tokio::time::timeout(hello_timeout, incoming.read()) => first,
     };
     let Ok(read) = first else {
         return Err(Some(format!("no hello within {hello_timeout:?}")));
