@@ -313,12 +313,33 @@ pub(crate) fn compile_text(
     Ok(text)
 }
 
+/// Compiles one table element of an argv: exactly one of `if`/`unless`
+/// (elements included when a parameter is set or not), `each` (one element
+/// per item) or `options` (agent-chosen options from an allow-list).
 fn compile_rule(
     key: &str,
     rule: &ArgRule,
     schema: &InputSchema,
     after_end_of_options: bool,
 ) -> Result<Arg, ConfigError> {
+    check_rule_fields(key, rule)?;
+    if let Some(param) = &rule.when {
+        return compile_cond(key, "if", param, true, &rule.args, schema);
+    }
+    if let Some(param) = &rule.unless {
+        return compile_cond(key, "unless", param, false, &rule.args, schema);
+    }
+    if let Some(param) = &rule.each {
+        return compile_each(key, param, rule.split.as_deref(), schema);
+    }
+    let Some(param) = &rule.options else {
+        return Err(ConfigError::new(key, "a table element needs a rule"));
+    };
+    compile_options(key, param, &rule.allow, schema, after_end_of_options)
+}
+
+/// A rule names one kind, and each field goes only with its kind.
+fn check_rule_fields(key: &str, rule: &ArgRule) -> Result<(), ConfigError> {
     let kinds = [
         rule.when.is_some(),
         rule.unless.is_some(),
@@ -346,63 +367,79 @@ fn compile_rule(
     if !rule.allow.is_empty() && rule.options.is_none() {
         return Err(misplaced("allow", "`options`"));
     }
-    if let Some((param, when_set)) = rule
-        .when
-        .as_ref()
-        .map(|p| (p, true))
-        .or(rule.unless.as_ref().map(|p| (p, false)))
-    {
-        let field = if when_set { "if" } else { "unless" };
-        declared(&format!("{key}.{field}"), param, schema)?;
-        if rule.args.is_empty() {
-            return Err(ConfigError::new(
-                format!("{key}.args"),
-                "list the elements to include, e.g. args = [\"--update\"]",
-            ));
-        }
-        let args = rule
-            .args
-            .iter()
-            .enumerate()
-            .map(|(j, raw)| compile_text(&format!("{key}.args[{j}]"), raw, schema))
-            .collect::<Result<_, _>>()?;
-        return Ok(Arg::Cond {
-            param: param.clone(),
-            when_set,
-            args,
-        });
+    Ok(())
+}
+
+/// `if = "param"` / `unless = "param"` with the elements they include.
+fn compile_cond(
+    key: &str,
+    field: &str,
+    param: &str,
+    when_set: bool,
+    raw_args: &[String],
+    schema: &InputSchema,
+) -> Result<Arg, ConfigError> {
+    declared(&format!("{key}.{field}"), param, schema)?;
+    if raw_args.is_empty() {
+        return Err(ConfigError::new(
+            format!("{key}.args"),
+            "list the elements to include, e.g. args = [\"--update\"]",
+        ));
     }
-    if let Some(param) = &rule.each {
-        let at = format!("{key}.each");
-        let property = declared(&at, param, schema)?;
-        return match (type_of(property), &rule.split) {
-            (Some("array"), None) => Ok(Arg::Each {
-                param: param.clone(),
-                split: None,
-            }),
-            (Some("string"), Some(sep)) if !sep.is_empty() => Ok(Arg::Each {
-                param: param.clone(),
-                split: Some(sep.clone()),
-            }),
-            (Some("string"), _) => Err(ConfigError::new(
-                format!("{key}.split"),
-                format!(
-                    "{{{param}}} is a string: give the separator to cut it at, e.g. split = \",\""
-                ),
-            )),
-            (Some("array"), Some(_)) => Err(ConfigError::new(
-                format!("{key}.split"),
-                format!("{{{param}}} is an array already; remove split"),
-            )),
-            _ => Err(ConfigError::new(
-                at,
-                format!("{{{param}}} must be declared with type \"array\" or \"string\""),
-            )),
-        };
+    let args = raw_args
+        .iter()
+        .enumerate()
+        .map(|(j, raw)| compile_text(&format!("{key}.args[{j}]"), raw, schema))
+        .collect::<Result<_, _>>()?;
+    Ok(Arg::Cond {
+        param: param.to_owned(),
+        when_set,
+        args,
+    })
+}
+
+/// `each = "param"`: an array's items, or a string cut at `split`.
+fn compile_each(
+    key: &str,
+    param: &str,
+    split: Option<&str>,
+    schema: &InputSchema,
+) -> Result<Arg, ConfigError> {
+    let at = format!("{key}.each");
+    let property = declared(&at, param, schema)?;
+    match (type_of(property), split) {
+        (Some("array"), None) => Ok(Arg::Each {
+            param: param.to_owned(),
+            split: None,
+        }),
+        (Some("string"), Some(sep)) if !sep.is_empty() => Ok(Arg::Each {
+            param: param.to_owned(),
+            split: Some(sep.to_owned()),
+        }),
+        (Some("string"), _) => Err(ConfigError::new(
+            format!("{key}.split"),
+            format!("{{{param}}} is a string: give the separator to cut it at, e.g. split = \",\""),
+        )),
+        (Some("array"), Some(_)) => Err(ConfigError::new(
+            format!("{key}.split"),
+            format!("{{{param}}} is an array already; remove split"),
+        )),
+        _ => Err(ConfigError::new(
+            at,
+            format!("{{{param}}} must be declared with type \"array\" or \"string\""),
+        )),
     }
-    let Some(param) = &rule.options else {
-        return Err(ConfigError::new(key, "a table element needs a rule"));
-    };
+}
+
+/// `options = "param"`: option names an agent may pass, from `allow`, and
+/// only before a literal `--`.
+fn compile_options(
+    key: &str,
+    param: &str,
+    allow: &[String],
+    schema: &InputSchema,
+    after_end_of_options: bool,
+) -> Result<Arg, ConfigError> {
     let at = format!("{key}.options");
     let property = declared(&at, param, schema)?;
     if type_of(property) != Some("array") {
@@ -417,13 +454,13 @@ fn compile_rule(
             "options after a literal `--` would be read as positionals; move this before `--`",
         ));
     }
-    if rule.allow.is_empty() {
+    if allow.is_empty() {
         return Err(ConfigError::new(
             format!("{key}.allow"),
             "list the option names agents may pass, e.g. allow = [\"--vcs\", \"-D\"]",
         ));
     }
-    for (j, name) in rule.allow.iter().enumerate() {
+    for (j, name) in allow.iter().enumerate() {
         let ok = name.starts_with('-') && name != "--" && !name.contains('=') && name.len() > 1;
         if !ok {
             return Err(ConfigError::new(
@@ -435,8 +472,8 @@ fn compile_rule(
         }
     }
     Ok(Arg::Options {
-        param: param.clone(),
-        allow: rule.allow.iter().cloned().collect(),
+        param: param.to_owned(),
+        allow: allow.iter().cloned().collect(),
     })
 }
 

@@ -263,8 +263,35 @@ fn compile_action(
         .map(|raw| compile_text(&format!("{key}.cwd"), raw, &schema))
         .transpose()?;
 
+    let cases = compile_cases(key, config, install, action_timeout, &schema)?;
+    if install {
+        check_install_argv(key, &config.argv)?;
+    }
+
+    let tool = action_tool(config, &schema, mutating_any);
+    Ok((
+        Action {
+            kind: config.kind,
+            schema,
+            cwd,
+            cases,
+            timeout: action_timeout,
+        },
+        tool,
+    ))
+}
+
+/// Builds an action's one case, or with `switch` one case per value of the
+/// switch parameter: every value needs a case and every case a value.
+fn compile_cases(
+    key: &str,
+    config: &ActionConfig,
+    install: bool,
+    action_timeout: Duration,
+    schema: &InputSchema,
+) -> Result<Cases, ConfigError> {
     let defaults = CaseConfig::default();
-    let cases = match &config.switch {
+    Ok(match &config.switch {
         None => Cases::One(compile_case(
             key,
             key,
@@ -272,10 +299,10 @@ fn compile_action(
             &defaults,
             install,
             action_timeout,
-            &schema,
+            schema,
         )?),
         Some(param) => {
-            let values = switch_values(key, param, &schema)?;
+            let values = switch_values(key, param, schema)?;
             let mut cases = BTreeMap::new();
             for value in &values {
                 let case_key = format!("{key}.cases.{value}");
@@ -294,7 +321,7 @@ fn compile_action(
                     case_config,
                     false,
                     action_timeout,
-                    &schema,
+                    schema,
                 )?;
                 cases.insert(value.clone(), case);
             }
@@ -312,11 +339,12 @@ fn compile_action(
                 cases,
             }
         }
-    };
-    if install {
-        check_install_argv(key, &config.argv)?;
-    }
+    })
+}
 
+/// An action's tool: its schema, the output schema of its kind, and
+/// annotations that say whether it can change anything.
+fn action_tool(config: &ActionConfig, schema: &InputSchema, mutating_any: bool) -> ToolSpec {
     let read_only = config.read_only.unwrap_or(!mutating_any);
     let mut tool = ToolSpec::new(&config.tool, &config.description, schema.exposed())
         .with_output_schema(if config.kind == ActionKind::Status {
@@ -334,16 +362,7 @@ fn compile_action(
     if let Some(title) = &config.title {
         tool = tool.with_title(title.clone());
     }
-    Ok((
-        Action {
-            kind: config.kind,
-            schema,
-            cwd,
-            cases,
-            timeout: action_timeout,
-        },
-        tool,
-    ))
+    tool
 }
 
 /// Merges a case's settings over the action's and checks them.

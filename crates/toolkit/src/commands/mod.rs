@@ -221,41 +221,9 @@ impl CommandTools {
         apply: bool,
     ) -> Result<ToolOutput, ToolError> {
         let (label, case) = action.case(&params)?;
-        let mut rendered = case.argv.render(&params)?;
-        let mode = match (case.mutating, apply) {
-            (false, _) => Mode::Run,
-            (true, true) => Mode::Apply,
-            (true, false) if case.dry_run_args.is_empty() => Mode::Preview,
-            (true, false) => Mode::DryRun,
-        };
-        match mode {
-            Mode::Apply => rendered.insert_options(&case.apply_args),
-            Mode::DryRun => rendered.insert_options(&case.dry_run_args),
-            Mode::Run | Mode::Preview => {}
-        }
-        let mut args = rendered.args;
-        let program = match action.kind {
-            ActionKind::Install if !args.is_empty() => args.remove(0),
-            _ => self.program.clone(),
-        };
+        let (mode, program, args) = self.command_line(action, case, &params, apply)?;
         let shown = display_command(&program, &args);
-        if let Some(guidance) = &case.interactive {
-            return Err(ToolError::new(format!(
-                "`{shown}` is interactive: it asks its questions on a terminal, and commands here run without one, so it was not run. {guidance}"
-            )));
-        }
-        let missing: Vec<&str> = case
-            .required
-            .iter()
-            .filter(|name| !is_present(params.get(name.as_str())))
-            .map(String::as_str)
-            .collect();
-        if !missing.is_empty() {
-            return Err(ToolError::new(format!(
-                "{tool}{label} needs {}",
-                missing.join(" and ")
-            )));
-        }
+        check_runnable(tool, &label, case, &shown, &params)?;
         let found = find_program(&program, path_of(&self.env), &self.base_dir);
         let cwd = match &action.cwd {
             Some(template) => template.render_plain(&params)?,
@@ -307,6 +275,36 @@ impl CommandTools {
             )));
         }
         Ok(report.output(Some(&finished), ""))
+    }
+
+    /// The mode a call runs in and the command it runs: the case's argv
+    /// with its apply or dry-run options, under the configured program (an
+    /// install action names its own).
+    fn command_line(
+        &self,
+        action: &Action,
+        case: &Case,
+        params: &JsonObject,
+        apply: bool,
+    ) -> Result<(Mode, String, Vec<String>), ToolError> {
+        let mut rendered = case.argv.render(params)?;
+        let mode = match (case.mutating, apply) {
+            (false, _) => Mode::Run,
+            (true, true) => Mode::Apply,
+            (true, false) if case.dry_run_args.is_empty() => Mode::Preview,
+            (true, false) => Mode::DryRun,
+        };
+        match mode {
+            Mode::Apply => rendered.insert_options(&case.apply_args),
+            Mode::DryRun => rendered.insert_options(&case.dry_run_args),
+            Mode::Run | Mode::Preview => {}
+        }
+        let mut args = rendered.args;
+        let program = match action.kind {
+            ActionKind::Install if !args.is_empty() => args.remove(0),
+            _ => self.program.clone(),
+        };
+        Ok((mode, program, args))
     }
 
     /// Where the program is, looked up as a run would look it up, or what
@@ -440,6 +438,35 @@ impl Action {
             }
         }
     }
+}
+
+/// Refuses, before anything runs, a case that needs a terminal or a call
+/// that leaves out a parameter the case requires.
+fn check_runnable(
+    tool: &str,
+    label: &str,
+    case: &Case,
+    shown: &str,
+    params: &JsonObject,
+) -> Result<(), ToolError> {
+    if let Some(guidance) = &case.interactive {
+        return Err(ToolError::new(format!(
+            "`{shown}` is interactive: it asks its questions on a terminal, and commands here run without one, so it was not run. {guidance}"
+        )));
+    }
+    let missing: Vec<&str> = case
+        .required
+        .iter()
+        .filter(|name| !is_present(params.get(name.as_str())))
+        .map(String::as_str)
+        .collect();
+    if !missing.is_empty() {
+        return Err(ToolError::new(format!(
+            "{tool}{label} needs {}",
+            missing.join(" and ")
+        )));
+    }
+    Ok(())
 }
 
 /// Whether a parameter is given, for a case's `required`.
