@@ -20,7 +20,7 @@ use switchboard_chat::{ChatBackend, ChatTools, History, LocalHub, Location, irc:
 use switchboard_docs::DocsTools;
 use switchboard_toolkit::Toolkit;
 use switchboard_toolset::{Caller, PromptSource, Registry, ResourceSource, Tokens, Toolset};
-use tokio::signal::unix::{SignalKind, signal};
+use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
@@ -244,9 +244,7 @@ async fn serve(
 ) -> anyhow::Result<()> {
     // Before anything is served: a SIGTERM that came first would otherwise
     // kill the process outright, losing what a clean stop writes.
-    let mut sigint = signal(SignalKind::interrupt())?;
-    let mut sigterm = signal(SignalKind::terminate())?;
-    let mut sighup = signal(SignalKind::hangup())?;
+    let mut signals = Signals::new()?;
     let Built {
         registry,
         chat,
@@ -255,16 +253,126 @@ async fn serve(
     let drain = Drain::default();
     let server = McpServer::new(registry.clone(), drain.clone(), config.instructions.clone());
     // Fired by whatever asks for shutdown; the transports watch only
-    // `stop_transports`, fired once in-flight calls have drained.
+    // `Transports::stop`, fired once in-flight calls have drained.
     let shutdown_requested = CancellationToken::new();
-    let stop_transports = CancellationToken::new();
-    let mut tasks = tokio::task::JoinSet::new();
     let tokens = Arc::new(Tokens::new(config.tokens(env)?));
+    let mut transports = Transports::default();
+    if config.http.enabled {
+        transports.http(config, &server, chat, &tokens).await?;
+    }
+    if config.socket.enabled {
+        transports.relay(config, &server)?;
+    }
     // Said once every listener is bound: a second instance that fails on
     // the relay socket must not first claim to serve HTTP.
-    let mut serving = Vec::new();
+    for line in transports.serving.drain(..) {
+        tracing::info!("{line}");
+    }
+    if config.stdio {
+        transports.stdio(config, &server, shutdown_requested.clone());
+    }
 
-    if config.http.enabled {
+    let failure = signals
+        .wait_for_shutdown(irc.as_deref(), &shutdown_requested, || {
+            reload_tokens(config, reload, &tokens, env)
+        })
+        .await;
+
+    drain.stop_accepting();
+    if let Some(history) = history {
+        history.release_waiters();
+    }
+    if tokio::time::timeout(DRAIN_TIMEOUT, drain.finished())
+        .await
+        .is_err()
+    {
+        tracing::warn!("in-flight calls did not finish within {DRAIN_TIMEOUT:?}; stopping anyway");
+    }
+    transports.stop().await;
+    registry.close().await;
+    match failure {
+        Some(e) => Err(e.into()),
+        None => Ok(()),
+    }
+}
+
+/// The signals the daemon answers: SIGINT and SIGTERM stop it, SIGHUP
+/// reloads its tokens.
+struct Signals {
+    interrupt: Signal,
+    terminate: Signal,
+    hangup: Signal,
+}
+
+impl Signals {
+    fn new() -> std::io::Result<Self> {
+        Ok(Self {
+            interrupt: signal(SignalKind::interrupt())?,
+            terminate: signal(SignalKind::terminate())?,
+            hangup: signal(SignalKind::hangup())?,
+        })
+    }
+
+    /// Waits until something asks for shutdown: a signal, the stdio client
+    /// leaving, or the IRC server refusing the observer's configured nick,
+    /// which is returned as the configuration error to exit with. Each
+    /// SIGHUP on the way runs `reload`.
+    async fn wait_for_shutdown(
+        &mut self,
+        irc: Option<&IrcBackend>,
+        requested: &CancellationToken,
+        reload: impl Fn(),
+    ) -> Option<ConfigError> {
+        let refused_nick = async {
+            match irc {
+                Some(irc) => irc.refused_nick().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::pin!(refused_nick);
+        loop {
+            tokio::select! {
+                problem = &mut refused_nick => {
+                    tracing::error!("chat.irc.nick: {problem}; shutting down");
+                    return Some(ConfigError::Invalid {
+                        key: "chat.irc.nick".into(),
+                        problem: format!(
+                            "{problem}; set chat.irc.nick (or IRC_NICK) to a free nick, or leave it unset for switchboard's default, which picks a free one"
+                        ),
+                    });
+                }
+                _ = self.interrupt.recv() => tracing::info!("SIGINT: shutting down"),
+                _ = self.terminate.recv() => tracing::info!("SIGTERM: shutting down"),
+                _ = self.hangup.recv() => {
+                    reload();
+                    continue;
+                }
+                () = requested.cancelled() => tracing::info!("the stdio client left: shutting down"),
+            }
+            return None;
+        }
+    }
+}
+
+/// The transports a daemon runs, each a task that stops when `stop_token`
+/// fires, and the lines saying where they serve.
+#[derive(Default)]
+struct Transports {
+    tasks: tokio::task::JoinSet<()>,
+    serving: Vec<String>,
+    stop_token: CancellationToken,
+}
+
+impl Transports {
+    /// Binds `http.listen` and serves MCP (with legacy SSE and the web view
+    /// as configured) on it.
+    async fn http(
+        &mut self,
+        config: &Config,
+        server: &McpServer,
+        chat: Option<Arc<ChatTools>>,
+        tokens: &Arc<Tokens>,
+    ) -> anyhow::Result<()> {
         let listen = config.http.listen;
         let listener = http::bind(listen).await.with_context(|| {
             format!("cannot listen on {listen} (http.listen); is another switchboard running?")
@@ -286,22 +394,26 @@ async fn serve(
                     .then(|| Duration::from_secs(config.http.sse_idle_timeout_s)),
             },
             web,
-            stop_transports.clone(),
+            self.stop_token.clone(),
         );
-        serving.push(format!(
+        self.serving.push(format!(
             "serving MCP at http://{local}/mcp (legacy SSE at /sse)"
         ));
         if with_web {
-            serving.push(format!("serving the web view at http://{local}/"));
+            self.serving
+                .push(format!("serving the web view at http://{local}/"));
         }
-        let stop = stop_transports.clone();
-        tasks.spawn(async move {
+        let stop = self.stop_token.clone();
+        self.tasks.spawn(async move {
             if let Err(e) = http::serve(listener, app, stop).await {
                 tracing::error!(error = %e, "HTTP server failed");
             }
         });
+        Ok(())
     }
-    if config.socket.enabled {
+
+    /// Binds the relay socket, for shims and `tail`/`say`.
+    fn relay(&mut self, config: &Config, server: &McpServer) -> anyhow::Result<()> {
         let mut options = switchboard_relay::Options::new(DAEMON_APP_ID).app_name("switchboard");
         if let Some(path) = &config.socket.path {
             options = options.socket_path(path.clone());
@@ -316,87 +428,44 @@ async fn serve(
                 "cannot serve the relay socket (socket.path); pass --no-socket or --socket PATH",
             )?;
         handler.set_handle(relay.handle());
-        serving.push(format!(
+        self.serving.push(format!(
             "serving the relay socket at {}",
             relay.socket_path().display()
         ));
-        let stop = stop_transports.clone();
-        tasks.spawn(async move {
+        let stop = self.stop_token.clone();
+        self.tasks.spawn(async move {
             if let Err(e) = relay.serve(stop.cancelled_owned()).await {
                 tracing::error!(error = %e, "relay socket failed");
             }
         });
+        Ok(())
     }
-    for line in serving {
-        tracing::info!("{line}");
-    }
-    if config.stdio {
-        let (stop, requested) = (stop_transports.clone(), shutdown_requested.clone());
+
+    /// Serves the one stdio client; its leaving fires `requested`, since
+    /// the whole process is then done, in the same order as for a signal.
+    fn stdio(&mut self, config: &Config, server: &McpServer, requested: CancellationToken) {
+        let stop = self.stop_token.clone();
         let server = server.clone();
         let nick = config.chat.nick.clone();
-        tasks.spawn(async move {
+        self.tasks.spawn(async move {
             stdio::serve(
                 server,
                 nick,
                 switchboard_shim::stdio::stdin(),
                 switchboard_shim::stdio::stdout(),
                 stop,
-                // The one stdio client is gone: the whole process is done,
-                // in the same order as for a signal.
                 requested,
             )
             .await;
         });
     }
 
-    let refused_nick = async {
-        match &irc {
-            Some(irc) => irc.refused_nick().await,
-            None => std::future::pending().await,
-        }
-    };
-    tokio::pin!(refused_nick);
-    let mut failure = None;
-    loop {
-        tokio::select! {
-            problem = &mut refused_nick => {
-                tracing::error!("chat.irc.nick: {problem}; shutting down");
-                failure = Some(ConfigError::Invalid {
-                    key: "chat.irc.nick".into(),
-                    problem: format!(
-                        "{problem}; set chat.irc.nick (or IRC_NICK) to a free nick, or leave it unset for switchboard's default, which picks a free one"
-                    ),
-                });
-            }
-            _ = sigint.recv() => tracing::info!("SIGINT: shutting down"),
-            _ = sigterm.recv() => tracing::info!("SIGTERM: shutting down"),
-            _ = sighup.recv() => {
-                reload_tokens(config, reload, &tokens, env);
-                continue;
-            }
-            () = shutdown_requested.cancelled() => tracing::info!("the stdio client left: shutting down"),
-        }
-        break;
-    }
-
-    drain.stop_accepting();
-    if let Some(history) = history {
-        history.release_waiters();
-    }
-    if tokio::time::timeout(DRAIN_TIMEOUT, drain.finished())
-        .await
-        .is_err()
-    {
-        tracing::warn!("in-flight calls did not finish within {DRAIN_TIMEOUT:?}; stopping anyway");
-    }
-    stop_transports.cancel();
-    let _ = tokio::time::timeout(Duration::from_secs(2), async {
-        while tasks.join_next().await.is_some() {}
-    })
-    .await;
-    registry.close().await;
-    match failure {
-        Some(e) => Err(e.into()),
-        None => Ok(()),
+    /// Stops every transport and gives them 2 s to finish.
+    async fn stop(mut self) {
+        self.stop_token.cancel();
+        let _ = tokio::time::timeout(Duration::from_secs(2), async {
+            while self.tasks.join_next().await.is_some() {}
+        })
+        .await;
     }
 }
