@@ -630,140 +630,180 @@ async fn read_loop(
     events: mpsc::Sender<Incoming>,
 ) {
     let mut lines = protocol::line_reader();
-    // The application's last `error` line, which says why it closes.
-    let mut last_error = None;
-    // Events dropped since the last one the queue took.
-    let mut dropped = 0u64;
+    let mut link = LinkState {
+        pending,
+        answered,
+        welcome,
+        events,
+        last_error: None,
+        dropped: 0,
+    };
     let error = loop {
-        match protocol::read_message(&mut reader, &mut lines).await {
+        let read = protocol::read_message(&mut reader, &mut lines).await;
+        if let Err(error) = link.take(read) {
+            break error;
+        }
+    };
+    link.close(error, &closed);
+}
+
+/// What the read loop keeps between the application's lines.
+struct LinkState {
+    pending: Pending,
+    answered: Arc<AtomicBool>,
+    welcome: watch::Sender<Option<Welcome>>,
+    events: mpsc::Sender<Incoming>,
+    /// The application's last `error` line, which says why it closes.
+    last_error: Option<String>,
+    /// Events dropped since the last one the queue took.
+    dropped: u64,
+}
+
+impl LinkState {
+    fn welcomed(&self) -> bool {
+        self.welcome.borrow().is_some()
+    }
+
+    /// Takes one read; `Err` is why the link ends there.
+    fn take(&mut self, read: std::io::Result<Read>) -> Result<(), LinkError> {
+        match read {
             // A reset is a close that found something of ours unread (a
             // request sent as the application was leaving): the same end.
             Err(e) if e.kind() != std::io::ErrorKind::ConnectionReset => {
-                break LinkError::Closed(e.to_string());
+                Err(LinkError::Closed(e.to_string()))
             }
-            Ok(Read::Eof) | Err(_) => {
-                break match (last_error.take(), welcome.borrow().is_some()) {
-                    (Some(message), false) => LinkError::Unusable(format!(
-                        "the application refused the connection: {message}"
-                    )),
-                    (Some(message), true) => LinkError::Closed(format!(
-                        "the application closed the connection after reporting: {message}"
-                    )),
-                    (None, _) => {
-                        LinkError::Closed("the application closed the connection".to_owned())
-                    }
-                };
-            }
-            // One answer too long for the protocol: the calls after it may
-            // well fit.
-            Ok(Read::TooLong) => {
-                break LinkError::Closed(format!(
-                    "the application sent a line over {} bytes",
-                    protocol::MAX_LINE
-                ));
-            }
-            Ok(Read::Malformed { reason, .. }) if welcome.borrow().is_none() => {
-                break LinkError::Unusable(format!(
-                    "the application answered the hello with a malformed line: {reason}"
-                ));
-            }
-            Ok(Read::Malformed { reason, .. }) => {
-                break LinkError::Unusable(format!(
-                    "the application sent a malformed line: {reason}"
-                ));
-            }
+            Ok(Read::Eof) | Err(_) => Err(match (self.last_error.take(), self.welcomed()) {
+                (Some(message), false) => LinkError::Unusable(format!(
+                    "the application refused the connection: {message}"
+                )),
+                (Some(message), true) => LinkError::Closed(format!(
+                    "the application closed the connection after reporting: {message}"
+                )),
+                (None, _) => LinkError::Closed("the application closed the connection".to_owned()),
+            }),
+            Ok(Read::TooLong) => Err(LinkError::Closed(format!(
+                "the application sent a line over {} bytes",
+                protocol::MAX_LINE
+            ))),
+            Ok(Read::Malformed { reason, .. }) if !self.welcomed() => Err(LinkError::Unusable(
+                format!("the application answered the hello with a malformed line: {reason}"),
+            )),
+            Ok(Read::Malformed { reason, .. }) => Err(LinkError::Unusable(format!(
+                "the application sent a malformed line: {reason}"
+            ))),
             Ok(Read::EventTooLong { name, bytes }) => {
                 tracing::warn!(%name, bytes, "ignored an event over {MAX_EVENT} bytes");
+                Ok(())
             }
-            Ok(Read::Message(message)) => match message {
-                Message::Response { id, outcome } => {
-                    answered.store(true, Ordering::Release);
-                    if let Some(tx) = pending.lock().expect("pending lock").remove(&id) {
-                        let _ = tx.send(outcome);
-                    }
+            Ok(Read::Message(message)) => self.message(message),
+        }
+    }
+
+    fn message(&mut self, message: Message) -> Result<(), LinkError> {
+        match message {
+            Message::Response { id, outcome } => {
+                self.answered.store(true, Ordering::Release);
+                if let Some(tx) = self.pending.lock().expect("pending lock").remove(&id) {
+                    let _ = tx.send(outcome);
                 }
-                // What was agreed holds for the connection's life: a second
-                // welcome would change it under the requests in flight.
-                Message::Welcome { .. } if welcome.borrow().is_some() => {
-                    break LinkError::Unusable("the application sent a second welcome".to_owned());
-                }
-                // Requests already sent may be read in another protocol.
-                Message::Welcome { protocol, .. } if protocol != PROTOCOL_VERSION => {
-                    break LinkError::Unusable(format!(
-                        "the application speaks relay protocol version {protocol}; this client speaks version {PROTOCOL_VERSION}"
-                    ));
-                }
-                Message::Welcome {
+            }
+            // What was agreed holds for the connection's life: a second
+            // welcome would change it under the requests in flight.
+            Message::Welcome { .. } if self.welcomed() => {
+                return Err(LinkError::Unusable(
+                    "the application sent a second welcome".to_owned(),
+                ));
+            }
+            // Requests already sent may be read in another protocol.
+            Message::Welcome { protocol, .. } if protocol != PROTOCOL_VERSION => {
+                return Err(LinkError::Unusable(format!(
+                    "the application speaks relay protocol version {protocol}; this client speaks version {PROTOCOL_VERSION}"
+                )));
+            }
+            Message::Welcome {
+                app,
+                app_id,
+                events,
+                instructions,
+                ..
+            } => {
+                self.welcome.send_replace(Some(Welcome {
                     app,
                     app_id,
-                    events: agreed,
+                    events,
                     instructions,
-                    ..
-                } => {
-                    welcome.send_replace(Some(Welcome {
-                        app,
-                        app_id,
-                        events: agreed,
-                        instructions,
-                    }));
-                }
-                // Dropped only when the queue is full of them already.
-                Message::Notify { event } => {
-                    let _ = events.try_send(Incoming::Notify(event));
-                }
-                Message::Event { name, params } => {
-                    let agreed = welcome
-                        .borrow()
-                        .as_ref()
-                        .is_some_and(|w| w.events.contains(&name));
-                    match params {
-                        Value::Object(params) if agreed && events.capacity() > RESERVED => {
-                            if dropped > 0 {
-                                tracing::warn!(
-                                    dropped,
-                                    "dropped events: the link's owner was not reading them"
-                                );
-                                dropped = 0;
-                            }
-                            let _ = events.try_send(Incoming::Event(Event::new(name, params)));
-                        }
-                        Value::Object(_) if agreed => dropped += 1,
-                        _ => {
-                            tracing::warn!(%name, "ignored an event that was not agreed or whose params are not an object")
-                        }
-                    }
-                }
-                // Told with the reason the connection closes for, if it does.
-                Message::Error { message } => {
-                    tracing::debug!(%message, "the application reported an error");
-                    last_error = Some(message);
-                }
-                Message::Hello { .. } | Message::Request { .. } | Message::Cancel { .. } => {
-                    break LinkError::Unusable("the application sent a client message".to_owned());
-                }
-            },
+                }));
+            }
+            // Dropped only when the queue is full of them already.
+            Message::Notify { event } => {
+                let _ = self.events.try_send(Incoming::Notify(event));
+            }
+            Message::Event { name, params } => self.event(name, params),
+            // Told with the reason the connection closes for, if it does.
+            Message::Error { message } => {
+                tracing::debug!(%message, "the application reported an error");
+                self.last_error = Some(message);
+            }
+            Message::Hello { .. } | Message::Request { .. } | Message::Cancel { .. } => {
+                return Err(LinkError::Unusable(
+                    "the application sent a client message".to_owned(),
+                ));
+            }
         }
-    };
-    let error = match (error, last_error) {
-        (LinkError::Unusable(reason), Some(message)) => {
-            LinkError::Unusable(format!("{reason} (it had reported: {message})"))
-        }
-        (LinkError::Closed(reason), Some(message)) => {
-            LinkError::Closed(format!("{reason} (it had reported: {message})"))
-        }
-        (error, _) => error,
-    };
-    let reason = error.to_string();
-    closed.send_replace(Some(error));
-    pending.lock().expect("pending lock").clear();
-    if dropped > 0 {
-        tracing::warn!(
-            dropped,
-            "dropped events: the link's owner was not reading them"
-        );
+        Ok(())
     }
-    // When the queue is full, its end tells the close.
-    let _ = events.try_send(Incoming::Closed(reason));
+
+    /// Queues an agreed event, keeping room for the close; counts what a
+    /// full queue drops.
+    fn event(&mut self, name: String, params: Value) {
+        let agreed = self
+            .welcome
+            .borrow()
+            .as_ref()
+            .is_some_and(|w| w.events.contains(&name));
+        match params {
+            Value::Object(params) if agreed && self.events.capacity() > RESERVED => {
+                self.report_dropped();
+                let _ = self
+                    .events
+                    .try_send(Incoming::Event(Event::new(name, params)));
+            }
+            Value::Object(_) if agreed => self.dropped += 1,
+            _ => {
+                tracing::warn!(%name, "ignored an event that was not agreed or whose params are not an object")
+            }
+        }
+    }
+
+    fn report_dropped(&mut self) {
+        if self.dropped > 0 {
+            tracing::warn!(
+                dropped = self.dropped,
+                "dropped events: the link's owner was not reading them"
+            );
+            self.dropped = 0;
+        }
+    }
+
+    /// Ends the link: says why (with the application's last report), fails
+    /// the calls still waiting and queues the close.
+    fn close(mut self, error: LinkError, closed: &watch::Sender<Option<LinkError>>) {
+        let error = match (error, self.last_error.take()) {
+            (LinkError::Unusable(reason), Some(message)) => {
+                LinkError::Unusable(format!("{reason} (it had reported: {message})"))
+            }
+            (LinkError::Closed(reason), Some(message)) => {
+                LinkError::Closed(format!("{reason} (it had reported: {message})"))
+            }
+            (error, _) => error,
+        };
+        let reason = error.to_string();
+        closed.send_replace(Some(error));
+        self.pending.lock().expect("pending lock").clear();
+        self.report_dropped();
+        // When the queue is full, its end tells the close.
+        let _ = self.events.try_send(Incoming::Closed(reason));
+    }
 }
 
 #[cfg(test)]
