@@ -165,6 +165,9 @@ pub struct HttpConfig {
     /// (a POST from the client, a reply or notification to it) before it is
     /// closed; 0 never closes one.
     pub sse_idle_timeout_s: u64,
+    /// Seconds a response (a reply, an event stream) may wait for the client
+    /// to take any of it before the connection is closed; 0 waits for good.
+    pub write_timeout_s: u64,
     /// Most requests to `/mcp` and the web view in progress at once (each
     /// from its arrival until its response, JSON or event stream, is done:
     /// an open page's live stream holds one).
@@ -341,6 +344,7 @@ impl Default for HttpConfig {
             legacy_sse: true,
             max_sse_sessions: 512,
             sse_idle_timeout_s: 300,
+            write_timeout_s: 60,
             max_streams: 2048,
             web: true,
             tokens: Vec::new(),

@@ -403,9 +403,11 @@ impl Transports {
             self.serving
                 .push(format!("serving the web view at http://{local}/"));
         }
+        let write_timeout = (config.http.write_timeout_s > 0)
+            .then(|| Duration::from_secs(config.http.write_timeout_s));
         let stop = self.stop_token.clone();
         self.tasks.spawn(async move {
-            if let Err(e) = http::serve(listener, app, stop).await {
+            if let Err(e) = http::serve(listener, app, write_timeout, stop).await {
                 tracing::error!(error = %e, "HTTP server failed");
             }
         });

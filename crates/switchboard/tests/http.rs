@@ -498,7 +498,6 @@ async fn stalled_requests_are_cut_off_without_holding_the_server() {
 /// hold every reply), and when it leaves nothing panics.
 #[tokio::test]
 async fn an_sse_session_whose_stream_is_not_read_is_refused_more_requests() {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let server = Server::start(&["--ephemeral"]).await;
     let writer = http_client(&server.url("/mcp"), ProtocolVersion::V_2025_06_18).await;
     let big = "x".repeat(8000);
@@ -506,31 +505,7 @@ async fn an_sse_session_whose_stream_is_not_read_is_refused_more_requests() {
         send(&writer, "#big", "alice", &big).await;
     }
     // The stream, read as far as its endpoint event and no further.
-    let mut stream = tokio::net::TcpStream::connect(server.addr).await.unwrap();
-    stream
-        .write_all(
-            format!(
-                "GET /sse HTTP/1.1\r\nHost: {}\r\nAccept: text/event-stream\r\n\r\n",
-                server.addr
-            )
-            .as_bytes(),
-        )
-        .await
-        .unwrap();
-    let mut head = Vec::new();
-    let endpoint = loop {
-        let mut chunk = [0u8; 1024];
-        let n = stream.read(&mut chunk).await.unwrap();
-        head.extend_from_slice(&chunk[..n]);
-        let text = String::from_utf8_lossy(&head);
-        if let Some(at) = text.find("/messages/?session_id=") {
-            let id: String = text[at..]
-                .chars()
-                .take_while(|c| !c.is_whitespace())
-                .collect();
-            break server.url(&id);
-        }
-    };
+    let (stream, endpoint) = unread_sse_stream(&server).await;
     let http = reqwest::Client::new();
     let post = |body: String| {
         http.post(&endpoint)
@@ -567,5 +542,100 @@ async fn an_sse_session_whose_stream_is_not_read_is_refused_more_requests() {
         .await
         .unwrap();
     assert_eq!(pong.status(), 200);
+    assert!(!server.log().contains("panicked"), "{}", server.log());
+}
+
+/// A raw `GET /sse` read as far as its endpoint event and no further: the
+/// stream's connection and the session's POST URL.
+async fn unread_sse_stream(server: &Server) -> (tokio::net::TcpStream, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    stream
+        .write_all(
+            format!(
+                "GET /sse HTTP/1.1\r\nHost: {}\r\nAccept: text/event-stream\r\n\r\n",
+                server.addr
+            )
+            .as_bytes(),
+        )
+        .await
+        .unwrap();
+    let mut head = Vec::new();
+    loop {
+        let mut chunk = [0u8; 1024];
+        let n = tokio::time::timeout(Duration::from_secs(10), stream.read(&mut chunk))
+            .await
+            .expect("no endpoint event on GET /sse")
+            .unwrap();
+        assert!(n > 0, "GET /sse closed before its endpoint event");
+        head.extend_from_slice(&chunk[..n]);
+        let text = String::from_utf8_lossy(&head);
+        if let Some(at) = text.find("/messages/?session_id=") {
+            let id: String = text[at..]
+                .chars()
+                .take_while(|c| !c.is_whitespace())
+                .collect();
+            return (stream, server.url(&id));
+        }
+    }
+}
+
+/// A client that stops reading does not keep its place: once its stream
+/// has taken nothing for `http.write_timeout_s`, the connection is closed,
+/// the session ends, and the one place `max_sse_sessions = 1` allows is
+/// free again.
+#[tokio::test]
+async fn a_client_that_stops_reading_is_disconnected_after_the_write_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let server =
+        server_with_http_settings(dir.path(), "max_sse_sessions = 1\nwrite_timeout_s = 2\n").await;
+    let writer = http_client(&server.url("/mcp"), ProtocolVersion::V_2025_06_18).await;
+    let big = "x".repeat(8000);
+    for _ in 0..50 {
+        send(&writer, "#big", "alice", &big).await;
+    }
+    let (_stream, endpoint) = unread_sse_stream(&server).await;
+    let http = reqwest::Client::new();
+    let post = |body: String| {
+        http.post(&endpoint)
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+    };
+    let init = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#;
+    assert_eq!(post(init.to_owned()).await.unwrap().status(), 202);
+    // About 400 KB a reply: 30 of them fill any socket buffers.
+    for id in 1..=30 {
+        let read = format!(
+            r##"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"read_messages","arguments":{{"channel":"#big","limit":50}}}}}}"##
+        );
+        assert_eq!(post(read).await.unwrap().status(), 202);
+    }
+    let open_sse = || {
+        reqwest::Client::new()
+            .get(server.url("/sse"))
+            .header("accept", "text/event-stream")
+            .send()
+    };
+    // The stalled session still holds the only place...
+    assert_eq!(open_sse().await.unwrap().status(), 503);
+    // ...until the write timeout closes its connection.
+    let started = std::time::Instant::now();
+    let reopened = loop {
+        let response = open_sse().await.unwrap();
+        if response.status() == 200 {
+            break response;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "a stream nobody read still held its place after 20 s"
+        );
+        drop(response);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    drop(reopened);
+    let ping = r#"{"jsonrpc":"2.0","id":99,"method":"ping"}"#;
+    assert_eq!(post(ping.to_owned()).await.unwrap().status(), 404);
+    server.wait_for_log("http.write_timeout_s").await;
     assert!(!server.log().contains("panicked"), "{}", server.log());
 }

@@ -33,7 +33,7 @@ use tower_http::timeout::RequestBodyTimeoutLayer;
 
 use super::{
     DirectCall, MAX_MESSAGE_BYTES, error_response, guard, incoming, json_response, sse,
-    too_large_response, unread_body_response,
+    stall::StallLimit, too_large_response, unread_body_response,
 };
 use crate::mcp::McpServer;
 
@@ -342,10 +342,13 @@ fn after_close_grace(shutdown: &CancellationToken) -> CancellationToken {
 }
 
 /// Serves `app` over HTTP/1.1 until `shutdown` fires, then stops accepting,
-/// gives responses under way [`CLOSE_GRACE`] and drops what is left.
+/// gives responses under way [`CLOSE_GRACE`] and drops what is left. A
+/// connection whose client takes none of a response for `write_timeout`
+/// is dropped ([`StallLimit`]).
 pub async fn serve(
     listener: TcpListener,
     app: Router,
+    write_timeout: Option<Duration>,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
     let mut builder = hyper::server::conn::http1::Builder::new();
@@ -380,8 +383,10 @@ pub async fn serve(
                 app.clone().oneshot(request)
             },
         ));
-        let connection = connections
-            .watch(builder.serve_connection(hyper_util::rt::TokioIo::new(stream), service));
+        let connection = connections.watch(builder.serve_connection(
+            hyper_util::rt::TokioIo::new(StallLimit::new(stream, write_timeout)),
+            service,
+        ));
         tasks.spawn(async move {
             if let Err(e) = connection.await {
                 tracing::debug!(error = %e, "HTTP connection ended with an error");

@@ -6,12 +6,15 @@
 //! - [`http`] — the axum app: Streamable HTTP at `/mcp`, the request guard.
 //! - [`sse`] — the legacy HTTP+SSE endpoints (`/sse`, `/messages/`).
 //! - [`guard`] — DNS-rebinding and bearer-token checks for every HTTP route.
+//! - [`stall`] — HTTP connections whose writes give up on a client that
+//!   stopped reading.
 //! - [`relay`] — the relay socket, for `switchboard shim`, `tail` and `say`.
 
 pub mod guard;
 pub mod http;
 pub mod relay;
 pub mod sse;
+pub mod stall;
 pub mod stdio;
 
 use futures::{Sink, Stream};
