@@ -499,28 +499,10 @@ async fn stalled_requests_are_cut_off_without_holding_the_server() {
 #[tokio::test]
 async fn an_sse_session_whose_stream_is_not_read_is_refused_more_requests() {
     let server = Server::start(&["--ephemeral"]).await;
-    let writer = http_client(&server.url("/mcp"), ProtocolVersion::V_2025_06_18).await;
-    let big = "x".repeat(8000);
-    for _ in 0..50 {
-        send(&writer, "#big", "alice", &big).await;
-    }
-    // The stream, read as far as its endpoint event and no further.
-    let (stream, endpoint) = unread_sse_stream(&server).await;
-    let http = reqwest::Client::new();
-    let post = |body: String| {
-        http.post(&endpoint)
-            .header("content-type", "application/json")
-            .body(body)
-            .send()
-    };
-    let init = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#;
-    assert_eq!(post(init.to_owned()).await.unwrap().status(), 202);
+    let session = UnreadSession::open(&server).await;
     let mut refused = None;
     for id in 1..=200 {
-        let read = format!(
-            r##"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"read_messages","arguments":{{"channel":"#big","limit":50}}}}}}"##
-        );
-        let response = post(read).await.unwrap();
+        let response = session.read_big(id).await;
         if response.status() == 503 {
             refused = Some((id, response.text().await.unwrap()));
             break;
@@ -531,7 +513,7 @@ async fn an_sse_session_whose_stream_is_not_read_is_refused_more_requests() {
     // 64 wait; a few more left already, into the sockets' buffers.
     assert!(id > 64 && id < 150, "refused at request {id}");
     assert!(body.contains("read the stream"), "{body}");
-    drop(stream);
+    drop(session);
     tokio::time::sleep(Duration::from_millis(500)).await;
     let pong = reqwest::Client::new()
         .post(server.url("/mcp"))
@@ -543,6 +525,51 @@ async fn an_sse_session_whose_stream_is_not_read_is_refused_more_requests() {
         .unwrap();
     assert_eq!(pong.status(), 200);
     assert!(!server.log().contains("panicked"), "{}", server.log());
+}
+
+/// A legacy SSE session, initialized, whose stream is read as far as its
+/// endpoint event and no further; `#big` holds 50 messages of 8,000 bytes
+/// for it to ask for (`read_big`: about 400 KB a reply).
+struct UnreadSession {
+    _stream: tokio::net::TcpStream,
+    endpoint: String,
+    http: reqwest::Client,
+}
+
+impl UnreadSession {
+    async fn open(server: &Server) -> Self {
+        let writer = http_client(&server.url("/mcp"), ProtocolVersion::V_2025_06_18).await;
+        let big = "x".repeat(8000);
+        for _ in 0..50 {
+            send(&writer, "#big", "alice", &big).await;
+        }
+        let (stream, endpoint) = unread_sse_stream(server).await;
+        let session = Self {
+            _stream: stream,
+            endpoint,
+            http: reqwest::Client::new(),
+        };
+        let init = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#;
+        assert_eq!(session.post(init.to_owned()).await.status(), 202);
+        session
+    }
+
+    async fn post(&self, body: String) -> reqwest::Response {
+        self.http
+            .post(&self.endpoint)
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    async fn read_big(&self, id: u32) -> reqwest::Response {
+        self.post(format!(
+            r##"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"read_messages","arguments":{{"channel":"#big","limit":50}}}}}}"##
+        ))
+        .await
+    }
 }
 
 /// A raw `GET /sse` read as far as its endpoint event and no further: the
@@ -589,27 +616,10 @@ async fn a_client_that_stops_reading_is_disconnected_after_the_write_timeout() {
     let dir = tempfile::tempdir().unwrap();
     let server =
         server_with_http_settings(dir.path(), "max_sse_sessions = 1\nwrite_timeout_s = 2\n").await;
-    let writer = http_client(&server.url("/mcp"), ProtocolVersion::V_2025_06_18).await;
-    let big = "x".repeat(8000);
-    for _ in 0..50 {
-        send(&writer, "#big", "alice", &big).await;
-    }
-    let (_stream, endpoint) = unread_sse_stream(&server).await;
-    let http = reqwest::Client::new();
-    let post = |body: String| {
-        http.post(&endpoint)
-            .header("content-type", "application/json")
-            .body(body)
-            .send()
-    };
-    let init = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#;
-    assert_eq!(post(init.to_owned()).await.unwrap().status(), 202);
+    let session = UnreadSession::open(&server).await;
     // About 400 KB a reply: 30 of them fill any socket buffers.
     for id in 1..=30 {
-        let read = format!(
-            r##"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"read_messages","arguments":{{"channel":"#big","limit":50}}}}}}"##
-        );
-        assert_eq!(post(read).await.unwrap().status(), 202);
+        assert_eq!(session.read_big(id).await.status(), 202);
     }
     let open_sse = || {
         reqwest::Client::new()
@@ -635,7 +645,7 @@ async fn a_client_that_stops_reading_is_disconnected_after_the_write_timeout() {
     };
     drop(reopened);
     let ping = r#"{"jsonrpc":"2.0","id":99,"method":"ping"}"#;
-    assert_eq!(post(ping.to_owned()).await.unwrap().status(), 404);
+    assert_eq!(session.post(ping.to_owned()).await.status(), 404);
     server.wait_for_log("http.write_timeout_s").await;
     assert!(!server.log().contains("panicked"), "{}", server.log());
 }
