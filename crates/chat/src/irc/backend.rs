@@ -384,94 +384,42 @@ async fn observe(
                 if let (true, Command::JOIN(chan, _, _)) = (is_self, &message.command) {
                     request_backfill(&inner, &mut backfill, &caps, &info, chan);
                 }
-                // A nick that left or was renamed: an agent's no longer.
-                let released = {
-                    let mut released = None;
-                    let mut membership = inner.membership.lock().expect("membership lock");
-                    match &message.command {
-                        // Another process's observer: its notices, which
-                        // that process stores.
-                        Command::PRIVMSG(target, text)
-                            if !is_self
-                                && !nick
-                                    .as_deref()
-                                    .is_some_and(|n| inner.is_other_observer(&map.fold(n))) =>
-                        {
-                            drop(membership);
-                            if let (Some(nick), Some(new)) =
-                                (nick, channel_message(&info.rules, &message, target, text))
-                            {
-                                let new = NewMessage {
-                                    nick_key: map.fold(&nick),
-                                    kind: inner.kind_of(&nick),
-                                    nick,
-                                    origin: if backfill.is_replay(&message) {
-                                        Origin::Replayed
-                                    } else {
-                                        Origin::Heard
-                                    },
-                                    ..new
-                                };
-                                if records.send(new).await.is_err() {
-                                    return;
-                                }
-                            }
-                        }
-                        Command::JOIN(chan, _, _) => {
-                            let key = map.fold(chan);
-                            if is_self {
-                                membership.joined(key.clone(), chan);
-                            }
-                            if let Some(nick) = &nick {
-                                membership.add(map, &key, nick);
-                            }
-                        }
-                        Command::PART(chan, _) => {
-                            if is_self {
-                                membership.left(&map.fold(chan));
-                            } else if let Some(nick) = &nick {
-                                membership.remove(map, &map.fold(chan), nick);
-                            }
-                        }
-                        Command::KICK(chan, target, _) => {
-                            if map.fold(target) == map.fold(&own_nick) {
-                                membership.left(&map.fold(chan));
-                            } else {
-                                membership.remove(map, &map.fold(chan), target);
-                            }
-                        }
-                        Command::QUIT(_) => {
-                            if let Some(nick) = &nick {
-                                membership.quit(map, nick);
-                            }
-                            released = nick;
-                        }
-                        Command::NICK(new) => {
-                            if let Some(old) = &nick {
-                                membership.rename(map, old, new);
-                            }
-                            if is_self {
-                                own_nick = new.clone();
-                            }
-                            released = nick;
-                        }
-                        Command::Response(Response::RPL_NAMREPLY, params) if params.len() >= 4 => {
-                            membership.names(
-                                map,
-                                &info.prefixes,
-                                &map.fold(&params[2]),
-                                &params[3],
-                            );
-                        }
-                        Command::Response(Response::RPL_ENDOFNAMES, params)
-                            if params.len() >= 2 =>
-                        {
-                            membership.names_end(&map.fold(&params[1]));
-                        }
-                        _ => {}
+                if let Command::PRIVMSG(target, text) = &message.command {
+                    let from_other_observer = nick
+                        .as_deref()
+                        .is_some_and(|n| inner.is_other_observer(&map.fold(n)));
+                    // The observer's own lines, and the notices of another
+                    // process's observer, are stored by whoever sent them.
+                    if is_self || from_other_observer {
+                        continue;
                     }
-                    released
-                };
+                    let heard = nick.zip(channel_message(&info.rules, &message, target, text));
+                    if let Some((nick, new)) = heard {
+                        let new = NewMessage {
+                            nick_key: map.fold(&nick),
+                            kind: inner.kind_of(&nick),
+                            nick,
+                            origin: if backfill.is_replay(&message) {
+                                Origin::Replayed
+                            } else {
+                                Origin::Heard
+                            },
+                            ..new
+                        };
+                        if records.send(new).await.is_err() {
+                            return;
+                        }
+                    }
+                    continue;
+                }
+                let released = track_membership(
+                    &mut inner.membership.lock().expect("membership lock"),
+                    &info,
+                    &message,
+                    nick,
+                    is_self,
+                    &mut own_nick,
+                );
                 if let Some(nick) = released {
                     // Before anything this nick's next holder says.
                     inner.release_agent_nick(&nick).await;
@@ -479,6 +427,68 @@ async fn observe(
             }
         }
     }
+}
+
+/// Follows who is in which channel from one line the observer heard (and
+/// the observer's own nick through NICK). Returns a nick that left the
+/// network or was renamed: an agent's no longer.
+fn track_membership(
+    membership: &mut Membership,
+    info: &ServerInfo,
+    message: &IrcMessage,
+    nick: Option<String>,
+    is_self: bool,
+    own_nick: &mut String,
+) -> Option<String> {
+    let map = info.rules.casemapping;
+    match &message.command {
+        Command::JOIN(chan, _, _) => {
+            let key = map.fold(chan);
+            if is_self {
+                membership.joined(key.clone(), chan);
+            }
+            if let Some(nick) = &nick {
+                membership.add(map, &key, nick);
+            }
+        }
+        Command::PART(chan, _) => {
+            if is_self {
+                membership.left(&map.fold(chan));
+            } else if let Some(nick) = &nick {
+                membership.remove(map, &map.fold(chan), nick);
+            }
+        }
+        Command::KICK(chan, target, _) => {
+            if map.fold(target) == map.fold(own_nick) {
+                membership.left(&map.fold(chan));
+            } else {
+                membership.remove(map, &map.fold(chan), target);
+            }
+        }
+        Command::QUIT(_) => {
+            if let Some(nick) = &nick {
+                membership.quit(map, nick);
+            }
+            return nick;
+        }
+        Command::NICK(new) => {
+            if let Some(old) = &nick {
+                membership.rename(map, old, new);
+            }
+            if is_self {
+                *own_nick = new.clone();
+            }
+            return nick;
+        }
+        Command::Response(Response::RPL_NAMREPLY, params) if params.len() >= 4 => {
+            membership.names(map, &info.prefixes, &map.fold(&params[2]), &params[3]);
+        }
+        Command::Response(Response::RPL_ENDOFNAMES, params) if params.len() >= 2 => {
+            membership.names_end(&map.fold(&params[1]));
+        }
+        _ => {}
+    }
+    None
 }
 
 /// On the observer's own JOIN, when the server offers `draft/chathistory`:
