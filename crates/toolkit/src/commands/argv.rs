@@ -306,6 +306,12 @@ pub(crate) fn compile_text(
     raw: &str,
     schema: &InputSchema,
 ) -> Result<Text, ConfigError> {
+    if raw.contains('\0') {
+        return Err(ConfigError::new(
+            key,
+            "contains a NUL character, which cannot be passed to a program",
+        ));
+    }
     let text = Text::parse(raw).map_err(|e| ConfigError::new(key, e))?;
     for param in text.params() {
         check_scalar_param(key, param, schema)?;
