@@ -62,6 +62,7 @@ pub struct Options {
     prefix: String,
     socket: Option<PathBuf>,
     hello_timeout: Duration,
+    write_timeout: Option<Duration>,
     max_in_flight: usize,
     shutdown_grace: Duration,
     events: Vec<String>,
@@ -71,8 +72,8 @@ impl Options {
     /// Options for the application `app_id` (the name of its socket
     /// directory, such as `dev.example.terminal`), with the defaults: the
     /// socket at [`paths::socket_path`]`(`[`DEFAULT_PREFIX`](crate::DEFAULT_PREFIX)`, app_id)`,
-    /// a 10 s hello timeout, 64 calls in flight per connection, 5 s of grace
-    /// at shutdown.
+    /// a 10 s hello timeout, a 60 s write timeout, 64 calls in flight per
+    /// connection, 5 s of grace at shutdown.
     pub fn new(app_id: impl Into<String>) -> Self {
         Self {
             app_id: app_id.into(),
@@ -80,6 +81,7 @@ impl Options {
             prefix: crate::DEFAULT_PREFIX.to_owned(),
             socket: None,
             hello_timeout: Duration::from_secs(10),
+            write_timeout: Some(Duration::from_secs(60)),
             max_in_flight: 64,
             shutdown_grace: Duration::from_secs(5),
             events: Vec::new(),
@@ -118,6 +120,22 @@ impl Options {
     #[must_use]
     pub fn hello_timeout(mut self, timeout: Duration) -> Self {
         self.hello_timeout = timeout;
+        self
+    }
+
+    /// How long one line to a client (a reply, an event) may wait for the
+    /// client to take it before the connection is closed: a client that
+    /// stops reading would otherwise hold its connection and calls for
+    /// good. `None` waits for good.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let options = switchboard_relay::Options::new("dev.example.terminal")
+    ///     .write_timeout(Some(Duration::from_secs(10)));
+    /// ```
+    #[must_use]
+    pub fn write_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.write_timeout = timeout;
         self
     }
 
@@ -601,7 +619,14 @@ async fn welcome(
     generation.mark_unchanged();
     protocol::write_message(&mut writer, &welcome).await.ok()?;
     let (tx, rx) = mpsc::channel(shared.options.max_in_flight + 64);
-    let write_task = tokio::spawn(write_loop(writer, rx, generation));
+    let write_task = tokio::spawn(write_loop(
+        Writer {
+            half: writer,
+            timeout: shared.options.write_timeout,
+        },
+        rx,
+        generation,
+    ));
     if !peer.events.is_empty() {
         shared.clients().insert(
             peer.connection,
@@ -614,9 +639,9 @@ async fn welcome(
     Some((tx, write_task))
 }
 
-/// Reads the peer's requests until it leaves, breaks the protocol or
-/// shutdown begins, running at most `max_in_flight` calls at once; returns
-/// once every call it started has answered.
+/// Reads the peer's requests until it leaves, breaks the protocol, stops
+/// reading its replies or shutdown begins, running at most `max_in_flight`
+/// calls at once; returns once every call it started has answered.
 async fn serve_requests(
     mut incoming: Incoming,
     shared: &Arc<Shared>,
@@ -631,6 +656,7 @@ async fn serve_requests(
         let read = tokio::select! {
             biased;
             () = stopped(stop) => break,
+            () = tx.closed() => break,
             read = incoming.read() => read,
         };
         let reply = match step(read, shared, peer) {
@@ -658,6 +684,7 @@ async fn serve_requests(
                 let permit = tokio::select! {
                     biased;
                     () = stopped(stop) => break,
+                    () = tx.closed() => break,
                     permit = permits.clone().acquire_owned() => permit.expect("never closed"),
                 };
                 let cancelled = running.start(&id);
@@ -941,32 +968,56 @@ impl Drop for Known<'_> {
     }
 }
 
+/// A connection's writing half, each line bounded by the write timeout.
+struct Writer {
+    half: OwnedWriteHalf,
+    timeout: Option<Duration>,
+}
+
+impl Writer {
+    /// Writes one line; `false` once the peer is gone or has taken none of
+    /// it within the timeout.
+    async fn put(&mut self, line: &[u8]) -> bool {
+        let write = self.half.write_all(line);
+        let written = match self.timeout {
+            None => write.await,
+            Some(limit) => match tokio::time::timeout(limit, write).await {
+                Ok(written) => written,
+                Err(_) => {
+                    tracing::warn!(
+                        limit_ms = limit.as_millis(),
+                        "closing a relay connection: the client stopped reading its replies"
+                    );
+                    return false;
+                }
+            },
+        };
+        written.is_ok()
+    }
+}
+
 /// Writes replies and notifications, one line each, in the order they come.
+/// When it returns, its queue is closed, which ends the connection.
 async fn write_loop(
-    mut writer: OwnedWriteHalf,
+    mut writer: Writer,
     mut outgoing: mpsc::Receiver<Outgoing>,
     mut generation: watch::Receiver<u64>,
 ) {
     let mut watching = true;
     loop {
-        let message = tokio::select! {
+        let line = tokio::select! {
             biased;
             next = outgoing.recv() => match next {
                 None => break,
-                Some(Outgoing::Send(message)) => {
-                    if writer.write_all(&encode_within_limit(message)).await.is_err() {
-                        break;
-                    }
-                    continue;
-                }
+                Some(Outgoing::Send(message)) => encode_within_limit(message),
                 Some(Outgoing::Line(line)) => {
-                    if writer.write_all(&line).await.is_err() {
+                    if !writer.put(&line).await {
                         break;
                     }
                     continue;
                 }
                 Some(Outgoing::Close(message)) => {
-                    let _ = protocol::write_message(&mut writer, &message).await;
+                    writer.put(&protocol::encode(&message)).await;
                     break;
                 }
             },
@@ -976,17 +1027,15 @@ async fn write_loop(
                     continue;
                 }
                 generation.mark_unchanged();
-                Message::Notify { event: TOOLS_CHANGED.into() }
+                protocol::encode(&Message::Notify { event: TOOLS_CHANGED.into() })
             }
         };
-        if protocol::write_message(&mut writer, &message)
-            .await
-            .is_err()
-        {
+        if !writer.put(&line).await {
             break;
         }
     }
-    let _ = writer.shutdown().await;
+    drop(outgoing);
+    let _ = writer.half.shutdown().await;
 }
 
 /// The `name` and `arguments` of a `tools/call`.

@@ -412,6 +412,43 @@ async fn calls_beyond_the_in_flight_limit_wait_their_turn() {
 }
 
 #[tokio::test]
+async fn a_client_that_stops_reading_is_disconnected_after_the_write_timeout() {
+    let server = Running::start_with(|o| o.write_timeout(Some(Duration::from_millis(300)))).await;
+    let Raw { reader, mut writer } = Raw::hello(&server.path).await;
+    // Echoes of 64 KiB each, never read: the socket's buffers fill after a
+    // few, then the server's queue, then its calls' places.
+    let payload = "x".repeat(64 * 1024);
+    let sender = tokio::spawn(async move {
+        for id in 0..200 {
+            let request = json!({"type": "request", "id": id, "method": "tools/call",
+                "params": {"name": "echo", "arguments": {"text": payload}}});
+            let line = format!("{request}\n");
+            match tokio::time::timeout(WAIT, writer.write_all(line.as_bytes())).await {
+                Ok(Ok(())) => {}
+                _ => break,
+            }
+        }
+    });
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while server.handle.connections() > 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "a client that reads nothing still holds its connection after {WAIT:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    drop(reader);
+    tokio::time::timeout(WAIT, sender).await.unwrap().unwrap();
+    // Clients that read are served as before.
+    let (link, _events) = link(&server.path).await;
+    let reply = call(&link, "echo", json!({"text": "still here"}))
+        .await
+        .unwrap();
+    assert_eq!(text(&reply), "still here");
+    server.stop().await;
+}
+
+#[tokio::test]
 async fn a_tool_list_change_reaches_every_link() {
     let server = Running::start().await;
     let (first, mut first_events) = link(&server.path).await;

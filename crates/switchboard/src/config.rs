@@ -122,6 +122,9 @@ pub struct SocketConfig {
     pub enabled: bool,
     /// The socket's path; the standard per-user path when unset.
     pub path: Option<PathBuf>,
+    /// Seconds one line (a reply, an event) may wait for its client to take
+    /// it before the connection is closed; 0 waits for good.
+    pub write_timeout_s: u64,
 }
 
 impl Default for SocketConfig {
@@ -129,6 +132,7 @@ impl Default for SocketConfig {
         Self {
             enabled: true,
             path: None,
+            write_timeout_s: 60,
         }
     }
 }

@@ -416,7 +416,11 @@ impl Transports {
 
     /// Binds the relay socket, for shims and `tail`/`say`.
     fn relay(&mut self, config: &Config, server: &McpServer) -> anyhow::Result<()> {
-        let mut options = switchboard_relay::Options::new(DAEMON_APP_ID).app_name("switchboard");
+        let write_timeout = (config.socket.write_timeout_s > 0)
+            .then(|| Duration::from_secs(config.socket.write_timeout_s));
+        let mut options = switchboard_relay::Options::new(DAEMON_APP_ID)
+            .app_name("switchboard")
+            .write_timeout(write_timeout);
         if let Some(path) = &config.socket.path {
             options = options.socket_path(path.clone());
         }
