@@ -129,10 +129,7 @@ async fn legacy_sse_refuses_unknown_sessions_and_malformed_bodies() {
 #[tokio::test]
 async fn malformed_json_rpc_over_http_is_a_400_with_a_parse_error() {
     let server = Server::start(&["--ephemeral"]).await;
-    let response = reqwest::Client::new()
-        .post(server.url("/mcp"))
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
+    let response = post_json(&reqwest::Client::new(), &server.url("/mcp"))
         .body("{this is not json")
         .send()
         .await
@@ -199,11 +196,7 @@ async fn non_loopback_bind_needs_a_token_and_then_enforces_it() {
     let url = format!("http://127.0.0.1:{}/mcp", server.addr.port());
     let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"0"}}}"#;
     let post = |auth: Option<&'static str>| {
-        let mut request = reqwest::Client::new()
-            .post(&url)
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .body(body);
+        let mut request = post_json(&reqwest::Client::new(), &url).body(body);
         if let Some(auth) = auth {
             request = request.header("authorization", auth);
         }
@@ -280,10 +273,7 @@ async fn streamable_http_requests_beyond_the_cap_get_503_until_one_finishes() {
     let dir = tempfile::tempdir().unwrap();
     let server = server_with_http_settings(dir.path(), "max_streams = 2\n").await;
     let post = |body: String| {
-        reqwest::Client::new()
-            .post(server.url("/mcp"))
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
+        post_json(&reqwest::Client::new(), &server.url("/mcp"))
             .header("mcp-protocol-version", "2025-06-18")
             .body(body)
             .send()
@@ -334,10 +324,7 @@ async fn web_streams_beyond_the_cap_get_503_until_a_page_closes() {
         refused.text().await.unwrap().contains("http.max_streams"),
         "the refusal names the key"
     );
-    let mcp = http
-        .post(server.url("/mcp"))
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
+    let mcp = post_json(&http, &server.url("/mcp"))
         .body(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#)
         .send()
         .await
@@ -379,9 +366,7 @@ async fn an_idle_legacy_sse_session_expires_and_its_id_then_answers_404() {
         idle.ends_within(Duration::from_secs(3)).await,
         "the idle stream stayed open"
     );
-    let gone = reqwest::Client::new()
-        .post(&idle.endpoint)
-        .header("content-type", "application/json")
+    let gone = post_json(&reqwest::Client::new(), &idle.endpoint)
         .body(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#)
         .send()
         .await
@@ -515,10 +500,7 @@ async fn an_sse_session_whose_stream_is_not_read_is_refused_more_requests() {
     assert!(body.contains("read the stream"), "{body}");
     drop(session);
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let pong = reqwest::Client::new()
-        .post(server.url("/mcp"))
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
+    let pong = post_json(&reqwest::Client::new(), &server.url("/mcp"))
         .body(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#)
         .send()
         .await
@@ -555,9 +537,7 @@ impl UnreadSession {
     }
 
     async fn post(&self, body: String) -> reqwest::Response {
-        self.http
-            .post(&self.endpoint)
-            .header("content-type", "application/json")
+        post_json(&self.http, &self.endpoint)
             .body(body)
             .send()
             .await

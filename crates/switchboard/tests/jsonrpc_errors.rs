@@ -192,10 +192,7 @@ impl LineClient {
 /// POSTs `body` to `url`; the reply is the body of a response with
 /// `status`.
 async fn post(http: &reqwest::Client, url: &str, body: &str, status: u16) -> String {
-    let response = http
-        .post(url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
+    let response = post_json(http, url)
         .header("mcp-protocol-version", "2025-06-18")
         .body(body.to_owned())
         .send()

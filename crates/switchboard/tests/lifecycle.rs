@@ -528,10 +528,7 @@ async fn stdin_closing_drains_calls_before_the_other_transports_stop() {
 
     // While the nap drains, HTTP and legacy SSE still serve: a new call on
     // a new connection is refused by the drain, with a JSON-RPC answer.
-    let late = reqwest::Client::new()
-        .post(format!("{base}/mcp"))
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
+    let late = post_json(&reqwest::Client::new(), &format!("{base}/mcp"))
         .header("mcp-protocol-version", "2025-11-25")
         .body(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"list_channels","arguments":{}}}"#)
         .send()

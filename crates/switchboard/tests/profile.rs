@@ -10,8 +10,8 @@ mod docs_site;
 use std::{os::unix::fs::PermissionsExt, path::PathBuf, time::Duration};
 
 use common::{
-    Client, Daemon, RawClient, Server, call, command, is_error, runtime_dir, stdio_client,
-    stdio_client_of, stdio_client_with, switchboard, text,
+    Client, Daemon, RawClient, Server, call, command, is_error, post_json, runtime_dir,
+    stdio_client, stdio_client_of, stdio_client_with, switchboard, text,
 };
 use docs_site::TestSite;
 use rmcp::model::{GetPromptRequestParams, ProtocolVersion, ReadResourceRequestParams};
@@ -757,10 +757,7 @@ async fn stopping_the_daemon_stops_commands_that_http_calls_started() {
         )
         .await;
         let url = server.url("/mcp");
-        let mut request = reqwest::Client::new()
-            .post(url)
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
+        let mut request = post_json(&reqwest::Client::new(), &url)
             .body(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"logs","arguments":{}}}"#);
         if let Some(version) = version {
             request = request.header("mcp-protocol-version", version);

@@ -254,11 +254,7 @@ async fn wrong_missing_and_malformed_tokens_are_refused() {
         Some("Basic YWxpY2U6c2VjcmV0"),
         Some(long.as_str()),
     ] {
-        let mut request = http
-            .post(server.url("/mcp"))
-            .header(header::CONTENT_TYPE, "application/json")
-            .header(header::ACCEPT, "application/json, text/event-stream")
-            .body(list.clone());
+        let mut request = post_json(&http, &server.url("/mcp")).body(list.clone());
         if let Some(value) = authorization {
             request = request.header(header::AUTHORIZATION, value);
         }
@@ -276,10 +272,7 @@ async fn wrong_missing_and_malformed_tokens_are_refused() {
         );
     }
     // The right one, in any case of the scheme, passes.
-    let response = http
-        .post(server.url("/mcp"))
-        .header(header::CONTENT_TYPE, "application/json")
-        .header(header::ACCEPT, "application/json, text/event-stream")
+    let response = post_json(&http, &server.url("/mcp"))
         .header(header::AUTHORIZATION, format!("bearer {ALICE}"))
         .header("mcp-protocol-version", "2025-06-18")
         .body(list)
@@ -300,9 +293,7 @@ async fn an_address_guessing_tokens_is_made_to_wait() {
     let server = start(dir.path(), TOKENS).await;
     let http = reqwest::Client::new();
     let list = |token: &str| {
-        http.post(server.url("/mcp"))
-            .header(header::CONTENT_TYPE, "application/json")
-            .header(header::ACCEPT, "application/json, text/event-stream")
+        post_json(&http, &server.url("/mcp"))
             .header(header::AUTHORIZATION, format!("Bearer {token}"))
             .header("mcp-protocol-version", "2025-06-18")
             .body(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).to_string())
@@ -671,10 +662,7 @@ async fn a_reload_without_tokens_keeps_the_running_ones() {
     std::fs::write(&config, "").unwrap();
     server.signal(libc::SIGHUP);
     server.wait_for_log("the running tokens stay").await;
-    let anonymous = reqwest::Client::new()
-        .post(&url)
-        .header(header::CONTENT_TYPE, "application/json")
-        .header(header::ACCEPT, "application/json, text/event-stream")
+    let anonymous = post_json(&reqwest::Client::new(), &url)
         .body(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#)
         .send()
         .await

@@ -314,6 +314,14 @@ pub fn texts(result: &CallToolResult) -> Vec<String> {
         .collect()
 }
 
+/// A POST of a JSON body as MCP's HTTP transports take it: to `/mcp` or to
+/// a legacy SSE session's endpoint.
+pub fn post_json(http: &reqwest::Client, url: &str) -> reqwest::RequestBuilder {
+    http.post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+}
+
 /// A minimal client of the legacy HTTP+SSE transport, written from the
 /// 2024-11-05 spec: it knows nothing of switchboard's code.
 pub struct SseClient {
@@ -393,9 +401,7 @@ impl SseClient {
 
     /// POSTs a raw body to the endpoint; returns the status.
     pub async fn post(&self, body: String) -> reqwest::StatusCode {
-        self.http
-            .post(&self.endpoint)
-            .header("content-type", "application/json")
+        post_json(&self.http, &self.endpoint)
             .body(body)
             .send()
             .await
