@@ -446,6 +446,32 @@ fn token_spec(
             ),
         ));
     }
+    let secret = token_secret(token, name, key, base_dir, env)?;
+    let nicks = token.nicks.clone().unwrap_or_else(|| vec![name.to_owned()]);
+    check_token_rules(token, name, &nicks, key)?;
+    Ok(TokenSpec {
+        name: name.to_owned(),
+        secret,
+        rules: Rules {
+            nicks,
+            channels: token.channels.clone(),
+            toolsets: token.tools.clone(),
+            sends_per_minute: Some(token.sends_per_minute),
+            human: token.human,
+            revoked: false,
+        },
+    })
+}
+
+/// The secret of the token `name`, from its `secret_env` or `secret_file`
+/// (exactly one), long enough to be unguessable.
+fn token_secret(
+    token: &TokenConfig,
+    name: &str,
+    key: &str,
+    base_dir: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<String, ConfigError> {
     let secret = match (&token.secret_env, &token.secret_file) {
         (Some(var), None) => env(var).filter(|s| !s.trim().is_empty()).ok_or_else(|| {
             invalid(
@@ -483,8 +509,17 @@ fn token_spec(
             ),
         ));
     }
+    Ok(secret)
+}
+
+/// Checks the token `name`'s nicks, channels, toolsets and send rate.
+fn check_token_rules(
+    token: &TokenConfig,
+    name: &str,
+    nicks: &[String],
+    key: &str,
+) -> Result<(), ConfigError> {
     let rules = NameRules::default();
-    let nicks = token.nicks.clone().unwrap_or_else(|| vec![name.to_owned()]);
     if nicks.is_empty() {
         return Err(invalid(
             format!("{key}.nicks"),
@@ -501,7 +536,7 @@ fn token_spec(
             ),
         ));
     }
-    for nick in &nicks {
+    for nick in nicks {
         if rules.nick(&nick.replace(['*', '?'], "a")).is_err() {
             return Err(invalid(
                 format!("{key}.nicks"),
@@ -540,18 +575,7 @@ fn token_spec(
             "0 would forbid every message; leave chat out of tools instead, or allow at least 1",
         ));
     }
-    Ok(TokenSpec {
-        name: name.to_owned(),
-        secret,
-        rules: Rules {
-            nicks,
-            channels: token.channels.clone(),
-            toolsets: token.tools.clone(),
-            sends_per_minute: Some(token.sends_per_minute),
-            human: token.human,
-            revoked: false,
-        },
-    })
+    Ok(())
 }
 
 /// An address to listen on (`--http`, `SWITCHBOARD_HTTP`, `http.listen`):
@@ -595,6 +619,142 @@ fn invalid(key: impl Into<String>, problem: impl Into<String>) -> ConfigError {
         key: key.into(),
         problem: problem.into(),
     }
+}
+
+/// Checks `[chat.irc]`'s nick, channels, username and realname.
+fn check_irc_names(irc: &IrcConfig) -> Result<(), ConfigError> {
+    let rules = NameRules::default();
+    if let Some(nick) = &irc.nick {
+        rules
+            .nick(nick)
+            .map_err(|e| invalid("chat.irc.nick", e.to_string()))?;
+    }
+    for channel in &irc.channels {
+        rules
+            .channel(channel)
+            .map_err(|e| invalid("chat.irc.channels", e.to_string()))?;
+    }
+    if irc.username.is_empty() || irc.username.contains([' ', '@', '\r', '\n', '\0']) {
+        return Err(invalid(
+            "chat.irc.username",
+            "use a short word without spaces or @",
+        ));
+    }
+    if irc.realname.contains(['\r', '\n', '\0']) {
+        return Err(invalid("chat.irc.realname", "must not contain line breaks"));
+    }
+    Ok(())
+}
+
+/// Checks `[chat.irc]`'s timeouts and flood limits.
+fn check_irc_limits(irc: &IrcConfig) -> Result<(), ConfigError> {
+    for (key, value) in [
+        ("chat.irc.sender_idle_s", irc.sender_idle_s),
+        ("chat.irc.send_timeout_s", irc.send_timeout_s),
+        ("chat.irc.register_timeout_s", irc.register_timeout_s),
+    ] {
+        if value == 0 {
+            return Err(invalid(key, "must be at least 1 second"));
+        }
+    }
+    if irc.flood_burst == 0 {
+        return Err(invalid("chat.irc.flood_burst", "must be at least 1 line"));
+    }
+    if irc.flood_per_second.is_nan() || irc.flood_per_second <= 0.0 {
+        return Err(invalid(
+            "chat.irc.flood_per_second",
+            "must be above 0 (lines a second)",
+        ));
+    }
+    Ok(())
+}
+
+/// An error naming `key` unless `value` lies in `range`.
+fn within<T: PartialOrd + std::fmt::Display>(
+    key: &str,
+    value: T,
+    range: std::ops::RangeInclusive<T>,
+) -> Result<(), ConfigError> {
+    if range.contains(&value) {
+        return Ok(());
+    }
+    Err(invalid(
+        key,
+        format!(
+            "{value} is out of range; use {} to {}",
+            range.start(),
+            range.end()
+        ),
+    ))
+}
+
+/// `[chat.push]`, checked.
+fn push_settings(push: &PushConfig) -> Result<PushSettings, ConfigError> {
+    within("chat.push.per_minute", push.per_minute, 1..=600)?;
+    within("chat.push.coalesce_ms", push.coalesce_ms, 0..=10_000)?;
+    if push.loop_messages == 1 || push.loop_messages > 1000 {
+        return Err(invalid(
+            "chat.push.loop_messages",
+            format!(
+                "{} is out of range; use 0 (off) or 2 to 1000",
+                push.loop_messages
+            ),
+        ));
+    }
+    within("chat.push.loop_window_s", push.loop_window_s, 1..=86_400)?;
+    Ok(PushSettings {
+        mode: push.mode,
+        per_minute: push.per_minute,
+        coalesce: Duration::from_millis(push.coalesce_ms),
+        loop_messages: push.loop_messages,
+        loop_window: Duration::from_secs(push.loop_window_s),
+    })
+}
+
+/// `[chat.approvals]`, checked: its approvers are nicks, or accounts where
+/// the `backend` has them.
+fn approval_settings(
+    a: &ApprovalsConfig,
+    backend: Backend,
+) -> Result<ApprovalSettings, ConfigError> {
+    let rules = NameRules::default();
+    rules
+        .channel(&a.channel)
+        .map_err(|e| invalid("chat.approvals.channel", e.to_string()))?;
+    for nick in &a.approvers {
+        rules
+            .nick(nick)
+            .map_err(|e| invalid("chat.approvals.approvers", e.to_string()))?;
+    }
+    if !a.approver_accounts.is_empty() {
+        const KEY: &str = "chat.approvals.approver_accounts";
+        if !a.approvers.is_empty() {
+            return Err(invalid(
+                KEY,
+                "set either approvers (nicks) or approver_accounts, not both",
+            ));
+        }
+        if backend != Backend::Irc {
+            return Err(invalid(
+                KEY,
+                "accounts are an IRC network's (its services); the local hub has none: list nicks in approvers, with a token per person",
+            ));
+        }
+        if let Some(bad) = a
+            .approver_accounts
+            .iter()
+            .find(|a| a.is_empty() || a.contains(|c: char| c.is_whitespace() || c.is_control()))
+        {
+            return Err(invalid(KEY, format!("{bad:?} is not an account name")));
+        }
+    }
+    within("chat.approvals.timeout_s", a.timeout_s, 1..=86_400)?;
+    Ok(ApprovalSettings {
+        channel: a.channel.clone(),
+        approvers: a.approvers.clone(),
+        approver_accounts: a.approver_accounts.clone(),
+        timeout: Duration::from_secs(a.timeout_s),
+    })
 }
 
 /// What is wrong with `server` as `chat.irc.server` (a host name or an
@@ -967,15 +1127,11 @@ impl Config {
     pub fn chat_settings(&self) -> Result<ChatSettings, ConfigError> {
         let chat = &self.chat;
         let rules = NameRules::default();
-        if !(1..=MAX_TEXT_LIMIT).contains(&chat.max_text_bytes) {
-            return Err(invalid(
-                "chat.max_text_bytes",
-                format!(
-                    "{} is out of range; use 1 to {MAX_TEXT_LIMIT}",
-                    chat.max_text_bytes
-                ),
-            ));
-        }
+        within(
+            "chat.max_text_bytes",
+            chat.max_text_bytes,
+            1..=MAX_TEXT_LIMIT,
+        )?;
         if let Some(nick) = &chat.nick {
             const KEY: &str = "chat.nick (--nick, SWITCHBOARD_NICK)";
             let nick = rules.nick(nick).map_err(|e| invalid(KEY, e.to_string()))?;
@@ -993,91 +1149,14 @@ impl Config {
                 ));
             }
         }
-        let push = &chat.push;
-        if !(1..=600).contains(&push.per_minute) {
-            return Err(invalid(
-                "chat.push.per_minute",
-                format!("{} is out of range; use 1 to 600", push.per_minute),
-            ));
-        }
-        if push.coalesce_ms > 10_000 {
-            return Err(invalid(
-                "chat.push.coalesce_ms",
-                format!("{} is out of range; use 0 to 10000", push.coalesce_ms),
-            ));
-        }
-        if push.loop_messages == 1 || push.loop_messages > 1000 {
-            return Err(invalid(
-                "chat.push.loop_messages",
-                format!(
-                    "{} is out of range; use 0 (off) or 2 to 1000",
-                    push.loop_messages
-                ),
-            ));
-        }
-        if !(1..=86_400).contains(&push.loop_window_s) {
-            return Err(invalid(
-                "chat.push.loop_window_s",
-                format!("{} is out of range; use 1 to 86400", push.loop_window_s),
-            ));
-        }
-        let approvals = match &chat.approvals {
-            None => None,
-            Some(a) => {
-                rules
-                    .channel(&a.channel)
-                    .map_err(|e| invalid("chat.approvals.channel", e.to_string()))?;
-                for nick in &a.approvers {
-                    rules
-                        .nick(nick)
-                        .map_err(|e| invalid("chat.approvals.approvers", e.to_string()))?;
-                }
-                if !a.approver_accounts.is_empty() {
-                    if !a.approvers.is_empty() {
-                        return Err(invalid(
-                            "chat.approvals.approver_accounts",
-                            "set either approvers (nicks) or approver_accounts, not both",
-                        ));
-                    }
-                    if self.chat.backend != Backend::Irc {
-                        return Err(invalid(
-                            "chat.approvals.approver_accounts",
-                            "accounts are an IRC network's (its services); the local hub has none: list nicks in approvers, with a token per person",
-                        ));
-                    }
-                    if let Some(bad) = a.approver_accounts.iter().find(|a| {
-                        a.is_empty() || a.contains(|c: char| c.is_whitespace() || c.is_control())
-                    }) {
-                        return Err(invalid(
-                            "chat.approvals.approver_accounts",
-                            format!("{bad:?} is not an account name"),
-                        ));
-                    }
-                }
-                if !(1..=86_400).contains(&a.timeout_s) {
-                    return Err(invalid(
-                        "chat.approvals.timeout_s",
-                        format!("{} is out of range; use 1 to 86400", a.timeout_s),
-                    ));
-                }
-                Some(ApprovalSettings {
-                    channel: a.channel.clone(),
-                    approvers: a.approvers.clone(),
-                    approver_accounts: a.approver_accounts.clone(),
-                    timeout: Duration::from_secs(a.timeout_s),
-                })
-            }
-        };
         Ok(ChatSettings {
             max_text_bytes: chat.max_text_bytes,
-            push: PushSettings {
-                mode: push.mode,
-                per_minute: push.per_minute,
-                coalesce: Duration::from_millis(push.coalesce_ms),
-                loop_messages: push.loop_messages,
-                loop_window: Duration::from_secs(push.loop_window_s),
-            },
-            approvals,
+            push: push_settings(&chat.push)?,
+            approvals: chat
+                .approvals
+                .as_ref()
+                .map(|a| approval_settings(a, chat.backend))
+                .transpose()?,
         })
     }
 
@@ -1111,44 +1190,8 @@ impl Config {
         if irc.port == 0 {
             return Err(invalid("chat.irc.port", "0 is not a port; use 1 to 65535"));
         }
-        let rules = NameRules::default();
-        if let Some(nick) = &irc.nick {
-            rules
-                .nick(nick)
-                .map_err(|e| invalid("chat.irc.nick", e.to_string()))?;
-        }
-        for channel in &irc.channels {
-            rules
-                .channel(channel)
-                .map_err(|e| invalid("chat.irc.channels", e.to_string()))?;
-        }
-        if irc.username.is_empty() || irc.username.contains([' ', '@', '\r', '\n', '\0']) {
-            return Err(invalid(
-                "chat.irc.username",
-                "use a short word without spaces or @",
-            ));
-        }
-        if irc.realname.contains(['\r', '\n', '\0']) {
-            return Err(invalid("chat.irc.realname", "must not contain line breaks"));
-        }
-        for (key, value) in [
-            ("chat.irc.sender_idle_s", irc.sender_idle_s),
-            ("chat.irc.send_timeout_s", irc.send_timeout_s),
-            ("chat.irc.register_timeout_s", irc.register_timeout_s),
-        ] {
-            if value == 0 {
-                return Err(invalid(key, "must be at least 1 second"));
-            }
-        }
-        if irc.flood_burst == 0 {
-            return Err(invalid("chat.irc.flood_burst", "must be at least 1 line"));
-        }
-        if irc.flood_per_second.is_nan() || irc.flood_per_second <= 0.0 {
-            return Err(invalid(
-                "chat.irc.flood_per_second",
-                "must be above 0 (lines a second)",
-            ));
-        }
+        check_irc_names(irc)?;
+        check_irc_limits(irc)?;
         let secret = |key: &'static str, var: &str| {
             env(var)
                 .filter(|v| !v.is_empty())
