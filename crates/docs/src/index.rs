@@ -104,6 +104,148 @@ fn verb_synonyms(word: &str) -> impl Iterator<Item = &'static str> + '_ {
         .flat_map(move |class| class.iter().copied().filter(move |w| *w != word))
 }
 
+/// The first pass of [`Index::build`]: every entry's terms counted per
+/// field, and the names kept for [`coverage`].
+struct Counts {
+    analyzer: Analyzer,
+    /// All (term, per-field tf) pairs, entry after entry; `spans[i]` is
+    /// where entry i's pairs end.
+    pairs: Vec<(u32, [u16; FIELDS])>,
+    spans: Vec<usize>,
+    lengths: Vec<[u32; FIELDS]>,
+    /// Where a term's pair for the entry being counted is: (entry + 1, index).
+    slot: Vec<(u32, u32)>,
+    name_terms: Vec<u32>,
+    name_spans: Vec<(u32, u32)>,
+}
+
+impl Counts {
+    fn of(entries: &[Entry]) -> Self {
+        let mut counts = Self {
+            analyzer: Analyzer::new(),
+            pairs: Vec::new(),
+            spans: Vec::with_capacity(entries.len()),
+            lengths: Vec::with_capacity(entries.len()),
+            slot: Vec::new(),
+            name_terms: Vec::new(),
+            name_spans: Vec::with_capacity(entries.len()),
+        };
+        // Section names repeat across many entries; analyse each once.
+        let mut sections: HashMap<&str, Vec<u32>, FastHash> = HashMap::default();
+        let mut scratch = Vec::new();
+        for (doc, entry) in entries.iter().enumerate() {
+            let stamp = doc as u32 + 1;
+            let mut length = [0u32; FIELDS];
+            let path = url_path(&entry.url);
+            let segment = last_segment(path);
+            // `segment` is a slice of `path`: what comes before and after it.
+            let at = segment.as_ptr() as usize - path.as_ptr() as usize;
+            let (folders, rest) = (&path[..at], &path[at + segment.len()..]);
+            for (field, text) in [&entry.title, &entry.section, &entry.notes, path]
+                .into_iter()
+                .enumerate()
+            {
+                scratch.clear();
+                let analyzer = &mut counts.analyzer;
+                if field == SECTION_FIELD {
+                    let terms = sections.entry(text).or_insert_with(|| {
+                        let mut terms = Vec::new();
+                        analyzer.analyze(text, false, &mut terms);
+                        terms
+                    });
+                    scratch.extend_from_slice(terms);
+                } else if field == URL_FIELD {
+                    // The last segment apart, to keep its terms as a name too.
+                    analyzer.analyze(folders, true, &mut scratch);
+                    let start = scratch.len();
+                    analyzer.analyze(segment, true, &mut scratch);
+                    push_name(&mut counts.name_terms, &scratch[start..]);
+                    analyzer.analyze(rest, true, &mut scratch);
+                    // A path repeats words (`/api/job/JobQueue/push`); count each once.
+                    scratch.sort_unstable();
+                    scratch.dedup();
+                } else {
+                    analyzer.analyze(text, false, &mut scratch);
+                }
+                length[field] = scratch.len() as u32;
+                if field == TITLE_FIELD {
+                    push_name(&mut counts.name_terms, &scratch);
+                    counts.name_spans.push((counts.name_terms.len() as u32, 0));
+                }
+                counts.add(stamp, field, &scratch);
+            }
+            counts.spans.push(counts.pairs.len());
+            counts.lengths.push(length);
+            counts.name_spans[doc].1 = counts.name_terms.len() as u32;
+        }
+        counts
+    }
+
+    /// Counts `terms` in `field` of the entry `stamp` (its index + 1).
+    fn add(&mut self, stamp: u32, field: usize, terms: &[u32]) {
+        for &term in terms {
+            let t = term as usize;
+            if self.slot.len() <= t {
+                self.slot.resize(t + 1, (0, 0));
+            }
+            if self.slot[t].0 == stamp {
+                let tf = &mut self.pairs[self.slot[t].1 as usize].1[field];
+                *tf = tf.saturating_add(1);
+            } else {
+                self.slot[t] = (stamp, self.pairs.len() as u32);
+                let mut tf = [0u16; FIELDS];
+                tf[field] = 1;
+                self.pairs.push((term, tf));
+            }
+        }
+    }
+
+    /// The second pass: per term, each entry's BM25F score, by entry.
+    fn postings(&self, entries: &[Entry]) -> Vec<Vec<(u32, f32)>> {
+        let n = entries.len().max(1) as f32;
+        let mut average = [0f32; FIELDS];
+        for length in &self.lengths {
+            for (avg, len) in average.iter_mut().zip(length) {
+                *avg += *len as f32;
+            }
+        }
+        for avg in &mut average {
+            *avg = (*avg / n).max(1.0);
+        }
+        let mut df = vec![0u32; self.analyzer.term_count()];
+        for (term, _) in &self.pairs {
+            df[*term as usize] += 1;
+        }
+        let idf: Vec<f32> = df
+            .iter()
+            .map(|&d| (1.0 + (n - d as f32 + 0.5) / (d as f32 + 0.5)).ln())
+            .collect();
+        let mut postings: Vec<Vec<(u32, f32)>> =
+            df.iter().map(|&d| Vec::with_capacity(d as usize)).collect();
+        let mut begin = 0;
+        for (doc, &end) in self.spans.iter().enumerate() {
+            let list = &self.pairs[begin..end];
+            begin = end;
+            let optional = if entries[doc].optional {
+                OPTIONAL_FACTOR
+            } else {
+                1.0
+            };
+            // Weight over length norm, per field: one division per field
+            // rather than per term.
+            let scale: [f32; FIELDS] = std::array::from_fn(|f| {
+                WEIGHTS[f] / (1.0 - B + B * self.lengths[doc][f] as f32 / average[f])
+            });
+            for (term, tf) in list {
+                let weighted: f32 = (0..FIELDS).map(|f| f32::from(tf[f]) * scale[f]).sum();
+                let score = idf[*term as usize] * weighted / (K1 + weighted) * optional;
+                postings[*term as usize].push((doc as u32, score));
+            }
+        }
+        postings
+    }
+}
+
 /// An immutable BM25F index over [`Entry`]s.
 pub struct Index {
     entries: Vec<Entry>,
@@ -129,125 +271,14 @@ impl std::fmt::Debug for Index {
 impl Index {
     /// Indexes `entries`.
     pub fn build(entries: Vec<Entry>) -> Self {
-        let mut analyzer = Analyzer::new();
-        // All (term, per-field tf) pairs, entry after entry; `spans[i]` is
-        // where entry i's pairs end.
-        let mut pairs: Vec<(u32, [u16; FIELDS])> = Vec::new();
-        let mut spans: Vec<usize> = Vec::with_capacity(entries.len());
-        let mut lengths: Vec<[u32; FIELDS]> = Vec::with_capacity(entries.len());
-        // Where a term's pair for the current entry is: (entry + 1, index).
-        let mut slot: Vec<(u32, u32)> = Vec::new();
-        // Section names repeat across many entries; analyse each once.
-        let mut sections: HashMap<&str, Vec<u32>, FastHash> = HashMap::default();
-        let mut scratch = Vec::new();
-        let mut name_terms: Vec<u32> = Vec::new();
-        let mut name_spans: Vec<(u32, u32)> = Vec::with_capacity(entries.len());
-        for (doc, entry) in entries.iter().enumerate() {
-            let stamp = doc as u32 + 1;
-            let mut length = [0u32; FIELDS];
-            let path = url_path(&entry.url);
-            let segment = last_segment(path);
-            // `segment` is a slice of `path`: what comes before and after it.
-            let at = segment.as_ptr() as usize - path.as_ptr() as usize;
-            let (folders, rest) = (&path[..at], &path[at + segment.len()..]);
-            for (field, text) in [&entry.title, &entry.section, &entry.notes, path]
-                .into_iter()
-                .enumerate()
-            {
-                scratch.clear();
-                if field == SECTION_FIELD {
-                    let terms = sections.entry(text).or_insert_with(|| {
-                        let mut terms = Vec::new();
-                        analyzer.analyze(text, false, &mut terms);
-                        terms
-                    });
-                    scratch.extend_from_slice(terms);
-                } else if field == URL_FIELD {
-                    // The last segment apart, to keep its terms as a name too.
-                    analyzer.analyze(folders, true, &mut scratch);
-                    let start = scratch.len();
-                    analyzer.analyze(segment, true, &mut scratch);
-                    push_name(&mut name_terms, &scratch[start..]);
-                    analyzer.analyze(rest, true, &mut scratch);
-                } else {
-                    analyzer.analyze(text, false, &mut scratch);
-                }
-                if field == URL_FIELD {
-                    // A path repeats words (`/api/job/JobQueue/push`); count each once.
-                    scratch.sort_unstable();
-                    scratch.dedup();
-                }
-                length[field] = scratch.len() as u32;
-                if field == TITLE_FIELD {
-                    push_name(&mut name_terms, &scratch);
-                    name_spans.push((name_terms.len() as u32, 0));
-                }
-                for &term in &scratch {
-                    let t = term as usize;
-                    if slot.len() <= t {
-                        slot.resize(t + 1, (0, 0));
-                    }
-                    if slot[t].0 == stamp {
-                        let tf = &mut pairs[slot[t].1 as usize].1[field];
-                        *tf = tf.saturating_add(1);
-                    } else {
-                        slot[t] = (stamp, pairs.len() as u32);
-                        let mut tf = [0u16; FIELDS];
-                        tf[field] = 1;
-                        pairs.push((term, tf));
-                    }
-                }
-            }
-            spans.push(pairs.len());
-            lengths.push(length);
-            name_spans[doc].1 = name_terms.len() as u32;
-        }
-        let n = entries.len().max(1) as f32;
-        let mut average = [0f32; FIELDS];
-        for length in &lengths {
-            for (avg, len) in average.iter_mut().zip(length) {
-                *avg += *len as f32;
-            }
-        }
-        for avg in &mut average {
-            *avg = (*avg / n).max(1.0);
-        }
-        let mut df = vec![0u32; analyzer.term_count()];
-        for (term, _) in &pairs {
-            df[*term as usize] += 1;
-        }
-        let idf: Vec<f32> = df
-            .iter()
-            .map(|&d| (1.0 + (n - d as f32 + 0.5) / (d as f32 + 0.5)).ln())
-            .collect();
-        let mut postings: Vec<Vec<(u32, f32)>> =
-            df.iter().map(|&d| Vec::with_capacity(d as usize)).collect();
-        let mut begin = 0;
-        for (doc, &end) in spans.iter().enumerate() {
-            let list = &pairs[begin..end];
-            begin = end;
-            let optional = if entries[doc].optional {
-                OPTIONAL_FACTOR
-            } else {
-                1.0
-            };
-            // Weight over length norm, per field: one division per field
-            // rather than per term.
-            let scale: [f32; FIELDS] = std::array::from_fn(|f| {
-                WEIGHTS[f] / (1.0 - B + B * lengths[doc][f] as f32 / average[f])
-            });
-            for (term, tf) in list {
-                let weighted: f32 = (0..FIELDS).map(|f| f32::from(tf[f]) * scale[f]).sum();
-                let score = idf[*term as usize] * weighted / (K1 + weighted) * optional;
-                postings[*term as usize].push((doc as u32, score));
-            }
-        }
+        let counts = Counts::of(&entries);
+        let postings = counts.postings(&entries);
         Self {
             entries,
             postings,
-            name_terms,
-            name_spans,
-            analyzer,
+            name_terms: counts.name_terms,
+            name_spans: counts.name_spans,
+            analyzer: counts.analyzer,
         }
     }
 
