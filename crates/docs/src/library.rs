@@ -251,42 +251,65 @@ impl Library {
                 stale = true;
                 warnings.push(format!("{name}: index from a {note}"));
             }
-            let text = lookup.page.text.clone();
-            let state = &mut *state;
-            if let Some(parsed) = &mut state.parsed[i]
-                && !Arc::ptr_eq(&parsed.text, &text)
-                && parsed.text == text
-            {
-                // Downloaded again (say, after eviction) but unchanged: keep
-                // the index, remember the new copy.
-                if let Some(built) = &mut state.built_from[i]
-                    && Arc::ptr_eq(built, &parsed.text)
-                {
-                    *built = text.clone();
-                }
-                parsed.text = text.clone();
-            }
-            let current = state.parsed[i]
-                .as_ref()
-                .is_some_and(|p| Arc::ptr_eq(&p.text, &text));
-            if !current {
-                match llms_txt::parse(&text, &self.sources[i].source.llms_txt) {
-                    Ok(doc) => state.parsed[i] = Some(Parsed { text, doc }),
-                    Err(error) => {
-                        state.parsed[i] = None;
-                        errors.push(DocsError::LlmsTxtParse {
-                            source_name: name.clone(),
-                            url: lookup.page.final_url.to_string(),
-                            error,
-                        });
-                    }
-                }
+            if let Err(error) = self.take(&mut state, i, &lookup) {
+                errors.push(error);
             }
         }
         if !errors.is_empty() && errors.len() == wanted.len() {
             return Err(errors.swap_remove(0));
         }
         warnings.extend(errors.iter().map(ToString::to_string));
+        self.rebuild_if_changed(&mut state);
+        Ok(Loaded {
+            catalog: state.catalog.clone(),
+            warnings,
+            stale,
+        })
+    }
+
+    /// Takes source `i`'s llms.txt as `lookup` found it: parsed anew
+    /// when its text changed; an error if it does not parse (the source is
+    /// then left out of the index).
+    fn take(&self, state: &mut State, i: usize, lookup: &Lookup) -> Result<(), DocsError> {
+        let text = lookup.page.text.clone();
+        if let Some(parsed) = &mut state.parsed[i]
+            && !Arc::ptr_eq(&parsed.text, &text)
+            && parsed.text == text
+        {
+            // Downloaded again (say, after eviction) but unchanged: keep
+            // the index, remember the new copy.
+            if let Some(built) = &mut state.built_from[i]
+                && Arc::ptr_eq(built, &parsed.text)
+            {
+                *built = text.clone();
+            }
+            parsed.text = text.clone();
+        }
+        let current = state.parsed[i]
+            .as_ref()
+            .is_some_and(|p| Arc::ptr_eq(&p.text, &text));
+        if current {
+            return Ok(());
+        }
+        match llms_txt::parse(&text, &self.sources[i].source.llms_txt) {
+            Ok(doc) => {
+                state.parsed[i] = Some(Parsed { text, doc });
+                Ok(())
+            }
+            Err(error) => {
+                state.parsed[i] = None;
+                Err(DocsError::LlmsTxtParse {
+                    source_name: self.sources[i].source.name.clone(),
+                    url: lookup.page.final_url.to_string(),
+                    error,
+                })
+            }
+        }
+    }
+
+    /// Rebuilds the index over every source's entries unless it was built
+    /// from the very texts now parsed.
+    fn rebuild_if_changed(&self, state: &mut State) {
         let texts: Vec<Option<Arc<str>>> = state
             .parsed
             .iter()
@@ -325,11 +348,6 @@ impl Library {
             state.built_from = texts;
             tracing::debug!(entries = state.catalog.index.len(), "docs: index rebuilt");
         }
-        Ok(Loaded {
-            catalog: state.catalog.clone(),
-            warnings,
-            stale,
-        })
     }
 
     /// Loads every source's llms.txt now, one by one: for each, how many
