@@ -162,115 +162,131 @@ fn check_names(
     }
 }
 
+/// The template environment: files from `profile_dir`, strict about
+/// undefined names, bounded by fuel, no escaping (the output is code).
+fn environment(profile_dir: &Path) -> Result<Environment<'static>, ConfigError> {
+    let mut env = Environment::new();
+    env.set_loader(loader(profile_dir));
+    env.set_auto_reload(false);
+    env.set_auto_escape_callback(|_| AutoEscape::None);
+    env.set_undefined_behavior(UndefinedBehavior::Strict);
+    print_none_as_nothing(&mut env);
+    env.set_fuel(Some(FUEL));
+    let syntax = SyntaxConfig::builder()
+        .trim_blocks(true)
+        .lstrip_blocks(true)
+        .build()
+        .map_err(|e| ConfigError::new("templates", e.to_string()))?;
+    env.set_syntax(syntax);
+    env.add_filter("pascal_case", pascal_case);
+    env.add_function("refuse", refuse);
+    Ok(env)
+}
+
+/// Loads and checks one `[[templates]]` entry (`key`) in `env`: its schema,
+/// its template and command, and that they name only declared parameters.
+fn compile_template(
+    env: &mut Environment<'static>,
+    config: &TemplateConfig,
+    key: &str,
+    profile_dir: &Path,
+) -> Result<TemplateTool, ConfigError> {
+    check_not_blank(&format!("{key}.description"), &config.description)?;
+    let reserved: &[&str] = if config.command.is_some() {
+        &["command"]
+    } else {
+        &[]
+    };
+    let schema = InputSchema::compile(
+        &format!("{key}.input_schema"),
+        &config.input_schema,
+        reserved,
+        &[],
+    )?;
+    let (template, label) = match (&config.file, &config.source) {
+        (Some(file), None) => {
+            let name = template_path(&format!("{key}.file"), file)?;
+            env.get_template(&name)
+                .map_err(|e| load_error(&format!("{key}.file"), &name, profile_dir, &e))?;
+            (name.clone(), name)
+        }
+        (None, Some(source)) => {
+            let name = format!("{}:source", config.tool);
+            env.add_template_owned(name.clone(), source.clone())
+                .map_err(|e| {
+                    load_error(&format!("{key}.source"), "inline source", profile_dir, &e)
+                })?;
+            (name, "inline source".to_owned())
+        }
+        _ => {
+            return Err(ConfigError::new(
+                key,
+                "give the template as `file` (relative to the profile directory) or as `source`, exactly one of them",
+            ));
+        }
+    };
+    let command = match &config.command {
+        Some(source) => {
+            let name = format!("{}:command", config.tool);
+            env.add_template_owned(name.clone(), source.clone())
+                .map_err(|e| load_error(&format!("{key}.command"), "command", profile_dir, &e))?;
+            Some(name)
+        }
+        None => None,
+    };
+    // A misspelt parameter would fail only when an agent calls the tool.
+    let mut known: Vec<&str> = schema.names().collect();
+    let (file_or_source, command_key) = (
+        format!(
+            "{key}.{}",
+            if config.file.is_some() {
+                "file"
+            } else {
+                "source"
+            }
+        ),
+        format!("{key}.command"),
+    );
+    let mut sample = sample_arguments(&schema);
+    if let Some(name) = &command {
+        check_variables(env, &command_key, name, &known)?;
+        check_names(env, &command_key, name, "command", &sample)?;
+        known.push("command");
+        sample.insert("command".into(), "example command".into());
+    }
+    check_variables(env, &file_or_source, &template, &known)?;
+    check_names(env, &file_or_source, &template, &label, &sample)?;
+    Ok(TemplateTool {
+        schema,
+        template,
+        label,
+        command,
+    })
+}
+
 impl TemplateTools {
     /// Checks `configs` (the `[[templates]]` sections), loads and compiles
     /// every template; `profile_dir` is where template files are found.
     pub fn new(configs: &[TemplateConfig], profile_dir: &Path) -> Result<Self, ConfigError> {
-        let mut env = Environment::new();
-        env.set_loader(loader(profile_dir));
-        env.set_auto_reload(false);
-        env.set_auto_escape_callback(|_| AutoEscape::None);
-        env.set_undefined_behavior(UndefinedBehavior::Strict);
-        print_none_as_nothing(&mut env);
-        env.set_fuel(Some(FUEL));
-        let syntax = SyntaxConfig::builder()
-            .trim_blocks(true)
-            .lstrip_blocks(true)
-            .build()
-            .map_err(|e| ConfigError::new("templates", e.to_string()))?;
-        env.set_syntax(syntax);
-        env.add_filter("pascal_case", pascal_case);
-        env.add_function("refuse", refuse);
-
+        let mut env = environment(profile_dir)?;
         let mut names = NameSet::default();
         let mut tools = ToolTable::new();
         let mut templates = Vec::new();
         for (i, config) in configs.iter().enumerate() {
             let key = format!("templates[{i}]");
             names.claim(&format!("{key}.tool"), &config.tool)?;
-            check_not_blank(&format!("{key}.description"), &config.description)?;
-            let reserved: &[&str] = if config.command.is_some() {
-                &["command"]
-            } else {
-                &[]
-            };
-            let schema = InputSchema::compile(
-                &format!("{key}.input_schema"),
-                &config.input_schema,
-                reserved,
-                &[],
-            )?;
-            let (template, label) = match (&config.file, &config.source) {
-                (Some(file), None) => {
-                    let name = template_path(&format!("{key}.file"), file)?;
-                    env.get_template(&name)
-                        .map_err(|e| load_error(&format!("{key}.file"), &name, profile_dir, &e))?;
-                    (name.clone(), name)
-                }
-                (None, Some(source)) => {
-                    let name = format!("{}:source", config.tool);
-                    env.add_template_owned(name.clone(), source.clone())
-                        .map_err(|e| {
-                            load_error(&format!("{key}.source"), "inline source", profile_dir, &e)
-                        })?;
-                    (name, "inline source".to_owned())
-                }
-                _ => {
-                    return Err(ConfigError::new(
-                        key,
-                        "give the template as `file` (relative to the profile directory) or as `source`, exactly one of them",
-                    ));
-                }
-            };
-            let command = match &config.command {
-                Some(source) => {
-                    let name = format!("{}:command", config.tool);
-                    env.add_template_owned(name.clone(), source.clone())
-                        .map_err(|e| {
-                            load_error(&format!("{key}.command"), "command", profile_dir, &e)
-                        })?;
-                    Some(name)
-                }
-                None => None,
-            };
-            // A misspelt parameter would fail only when an agent calls the tool.
-            let mut known: Vec<&str> = schema.names().collect();
-            let (file_or_source, command_key) = (
-                format!(
-                    "{key}.{}",
-                    if config.file.is_some() {
-                        "file"
-                    } else {
-                        "source"
-                    }
-                ),
-                format!("{key}.command"),
-            );
-            let mut sample = sample_arguments(&schema);
-            if let Some(name) = &command {
-                check_variables(&env, &command_key, name, &known)?;
-                check_names(&env, &command_key, name, "command", &sample)?;
-                known.push("command");
-                sample.insert("command".into(), "example command".into());
-            }
-            check_variables(&env, &file_or_source, &template, &known)?;
-            check_names(&env, &file_or_source, &template, &label, &sample)?;
+            let template = compile_template(&mut env, config, &key, profile_dir)?;
             tools.push(
                 templates.len(),
                 declared_reader(
                     &config.tool,
                     &config.description,
                     config.title.as_deref(),
-                    schema.exposed(),
+                    template.schema.exposed(),
                     output_schema(),
                 ),
             );
-            templates.push(TemplateTool {
-                schema,
-                template,
-                label,
-                command,
-            });
+            templates.push(template);
         }
         Ok(Self {
             env,
