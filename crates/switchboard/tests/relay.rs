@@ -2651,3 +2651,85 @@ async fn mcp_config_refuses_what_would_point_elsewhere() {
     assert!(!dir.path().join("missing").exists());
     assert!(std::fs::read_dir(runtime.path()).unwrap().next().is_none());
 }
+
+/// A relay client that sends calls and never reads their replies loses its
+/// connection once one has waited `socket.write_timeout_s`; the daemon goes
+/// on serving the others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relay_client_that_stops_reading_is_disconnected_after_the_write_timeout() {
+    use tokio::io::AsyncReadExt;
+    let runtime = runtime_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("switchboard.toml");
+    std::fs::write(&config, "[socket]\nwrite_timeout_s = 1\n").unwrap();
+    let socket = dir.path().join("relay.sock");
+    let config_arg = config.to_str().unwrap();
+    let daemon = Daemon::start(&socket, runtime.path(), &["--config", config_arg]).await;
+
+    let (mut replies, mut requests) = tokio::net::UnixStream::connect(&socket)
+        .await
+        .unwrap()
+        .into_split();
+    let hello = json!({"type": "hello", "protocol": 1, "pid": std::process::id(), "client": "a client that never reads"});
+    requests
+        .write_all(format!("{hello}\n").as_bytes())
+        .await
+        .unwrap();
+    // 50 messages of 8,000 bytes, then reads of all of them (about 400 KB a
+    // reply): a few fill the socket's buffers.
+    let big = "x".repeat(8000);
+    let writer = tokio::spawn(async move {
+        for id in 0..250 {
+            let call = if id < 50 {
+                json!({"name": "send_message", "arguments": {"channel": "#big", "sender": "alice", "text": big}})
+            } else {
+                json!({"name": "read_messages", "arguments": {"channel": "#big", "limit": 50}})
+            };
+            let line = json!({"type": "request", "id": id, "method": "tools/call", "params": call});
+            let written = tokio::time::timeout(
+                Duration::from_secs(30),
+                requests.write_all(format!("{line}\n").as_bytes()),
+            )
+            .await;
+            if !matches!(written, Ok(Ok(()))) {
+                break;
+            }
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !daemon.log().contains("closing a relay connection") {
+        assert!(
+            Instant::now() < deadline,
+            "a relay client that reads nothing kept its connection for 30 s; log:\n{}",
+            daemon.log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // What was written before the close is still there to read, then EOF.
+    let mut rest = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(10), replies.read_to_end(&mut rest)).await;
+    assert!(read.is_ok(), "the connection was not closed");
+    tokio::time::timeout(Duration::from_secs(30), writer)
+        .await
+        .expect("the writer stops once the connection is closed")
+        .unwrap();
+
+    // A client that reads is served.
+    let output = switchboard(
+        &[
+            "say",
+            "#big",
+            "still served",
+            "--as",
+            "bob",
+            "--socket",
+            socket.to_str().unwrap(),
+        ],
+        runtime.path(),
+    )
+    .output()
+    .await
+    .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    assert!(!daemon.log().contains("panicked"), "{}", daemon.log());
+}
