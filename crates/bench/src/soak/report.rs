@@ -148,7 +148,38 @@ impl RunOutcome {
 
     pub fn markdown(&self) -> String {
         let mut out = String::new();
-        let secs = |d: Duration| format!("{:.0}", d.as_secs_f64());
+        self.write_setup(&mut out);
+        self.write_tallies(&mut out);
+        self.write_failures(&mut out);
+        self.write_growth(&mut out);
+        let _ = writeln!(out, "\nPanics in the logs: {}", self.panics.len());
+        for panic in self.panics.iter().take(5) {
+            let _ = writeln!(out, "- `{panic}`");
+        }
+        let _ = writeln!(
+            out,
+            "Clean shutdown at the end: {}",
+            if self.shutdown.is_empty() {
+                "every process exited 0".to_owned()
+            } else {
+                format!("**no**: {:?}", self.shutdown)
+            }
+        );
+        let _ = writeln!(
+            out,
+            "\n**{} run: {}**",
+            self.backend.name(),
+            if self.held() {
+                "every check held"
+            } else {
+                "SOME CHECKS FAILED"
+            }
+        );
+        out
+    }
+
+    /// The run's agents and the faults it injected, when.
+    fn write_setup(&self, out: &mut String) {
         let _ = writeln!(out, "\n## {} run\n", self.backend.name());
         let _ = writeln!(
             out,
@@ -202,7 +233,10 @@ impl RunOutcome {
                 to.map_or("the end".into(), secs)
             );
         }
+    }
 
+    /// Per transport: what the sends became, and every text stored twice.
+    fn write_tallies(&self, out: &mut String) {
         out.push_str(
             "\n| transport | sends | stored (acked) | failed | uncertain | unknown (reply lost) | unsure ones stored | missing | duplicated | failed yet stored | reads ok / failed | waits ok / failed | searches ok / failed | daemon unreachable |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
         );
@@ -281,7 +315,10 @@ impl RunOutcome {
                 .map(|(_, d)| d.len())
                 .sum::<usize>()
         );
+    }
 
+    /// The errors the agents were given, and what the disk-full window did.
+    fn write_failures(&self, out: &mut String) {
         out.push_str("\nErrors the agents were given (most frequent first, digits as N):\n\n");
         for (error, count) in frequent_errors(&self.ledgers, 8) {
             let _ = writeln!(out, "- {count} × `{error}`");
@@ -322,7 +359,10 @@ impl RunOutcome {
                 );
             }
         }
+    }
 
+    /// Memory and descriptors over the run, and what grew.
+    fn write_growth(&self, out: &mut String) {
         let _ = writeln!(
             out,
             "\nMemory and descriptors every {} s (stdio servers are the agents' own `serve --stdio`):\n",
@@ -356,32 +396,12 @@ impl RunOutcome {
         for growth in flagged.iter().filter(|g| !g.what.starts_with("daemon")) {
             let _ = writeln!(out, "- {}", growth.describe());
         }
-
-        let _ = writeln!(out, "\nPanics in the logs: {}", self.panics.len());
-        for panic in self.panics.iter().take(5) {
-            let _ = writeln!(out, "- `{panic}`");
-        }
-        let _ = writeln!(
-            out,
-            "Clean shutdown at the end: {}",
-            if self.shutdown.is_empty() {
-                "every process exited 0".to_owned()
-            } else {
-                format!("**no**: {:?}", self.shutdown)
-            }
-        );
-        let _ = writeln!(
-            out,
-            "\n**{} run: {}**",
-            self.backend.name(),
-            if self.held() {
-                "every check held"
-            } else {
-                "SOME CHECKS FAILED"
-            }
-        );
-        out
     }
+}
+
+/// Whole seconds.
+fn secs(d: Duration) -> String {
+    format!("{:.0}", d.as_secs_f64())
 }
 
 /// The report's opening lines.
