@@ -13,7 +13,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use switchboard_toolset::{
     Caller, JsonObject, Session, ToolAnnotations, ToolError, ToolFuture, ToolId, ToolOutput,
-    ToolSpec, ToolTable, Toolset, object_schema, parse_args,
+    ToolSpec, ToolTable, Toolset, bounded, object_schema, parse_args,
 };
 
 use crate::{
@@ -309,19 +309,6 @@ fn window(text: &str, start_byte: usize, start: usize, max: usize) -> Window<'_>
     }
 }
 
-/// Checks an optional integer parameter against `1..=max`.
-fn bounded(name: &str, value: Option<i64>, default: usize, max: usize) -> Result<usize, ToolError> {
-    let Some(value) = value else {
-        return Ok(default);
-    };
-    match usize::try_from(value) {
-        Ok(v) if (1..=max).contains(&v) => Ok(v),
-        _ => Err(ToolError::new(format!(
-            "{name} must be between 1 and {max} (got {value})"
-        ))),
-    }
-}
-
 /// The docs tools; `deadline` bounds a call (relay clients wait that long).
 fn tool_definitions(
     sources: &[&str],
@@ -441,19 +428,6 @@ mod tests {
         assert_eq!(w(10, 5), ("", 10, 10));
         let long = "x".repeat(30);
         assert_eq!(window(&long, 10, 10, 7).text.len(), 7);
-    }
-
-    #[test]
-    fn bounded_checks_the_range() {
-        assert_eq!(bounded("limit", None, 6, 50).unwrap(), 6);
-        assert_eq!(bounded("limit", Some(50), 6, 50).unwrap(), 50);
-        for bad in [0, -1, 51, i64::MIN] {
-            let e = bounded("limit", Some(bad), 6, 50).unwrap_err();
-            assert!(
-                e.message().contains("limit must be between 1 and 50"),
-                "{e}"
-            );
-        }
     }
 
     #[test]

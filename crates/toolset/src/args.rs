@@ -5,6 +5,39 @@ use serde_path_to_error::Segment;
 
 use crate::{JsonObject, ToolError};
 
+/// An optional whole-number argument that must lie in `1..=max`: its value,
+/// `default` when it is absent, or an error naming it (as
+/// [`ToolError::invalid_argument`]) when it is out of range. Schemas state
+/// the range too, but a client need not check them.
+///
+/// ```
+/// # use switchboard_toolset::bounded;
+/// assert_eq!(bounded("limit", None, 20, 50).unwrap(), 20);
+/// assert_eq!(bounded("limit", Some(50), 20, 50).unwrap(), 50);
+/// let e = bounded("limit", Some(0), 20, 50).unwrap_err();
+/// assert_eq!(e.message(), "limit must be between 1 and 50 (got 0)");
+/// assert_eq!(e.structured().unwrap()["invalid_argument"], "limit");
+/// assert!(bounded("limit", Some(-1), 20, 50).is_err());
+/// assert!(bounded("limit", Some(i64::MAX), 20, 50).is_err());
+/// ```
+pub fn bounded(
+    name: &str,
+    value: Option<i64>,
+    default: usize,
+    max: usize,
+) -> Result<usize, ToolError> {
+    let Some(value) = value else {
+        return Ok(default);
+    };
+    match usize::try_from(value) {
+        Ok(v) if (1..=max).contains(&v) => Ok(v),
+        _ => Err(ToolError::invalid_argument(
+            name,
+            format!("{name} must be between 1 and {max} (got {value})"),
+        )),
+    }
+}
+
 /// Deserialises `arguments` into `T`, or explains to the agent what is wrong.
 ///
 /// Request types use `#[serde(deny_unknown_fields)]` so that a misspelt

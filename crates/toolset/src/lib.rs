@@ -27,7 +27,7 @@ mod tool;
 
 use std::{future::Future, pin::Pin, sync::Arc};
 
-pub use args::parse_args;
+pub use args::{bounded, parse_args};
 pub use caller::{Caller, Process, Progress};
 pub use config_error::ConfigError;
 pub use extras::{

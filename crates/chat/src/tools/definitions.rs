@@ -6,10 +6,10 @@ use std::{sync::Arc, time::Duration};
 use serde_json::{Value, json};
 use switchboard_toolset::{ToolAnnotations, ToolSpec, ToolTable, object_schema};
 
-pub(super) const READ_DEFAULT: i64 = 50;
-pub(super) const READ_MAX: i64 = 500;
-pub(super) const SEARCH_DEFAULT: i64 = 20;
-pub(super) const SEARCH_MAX: i64 = 100;
+pub(super) const READ_DEFAULT: usize = 50;
+pub(super) const READ_MAX: usize = 500;
+pub(super) const SEARCH_DEFAULT: usize = 20;
+pub(super) const SEARCH_MAX: usize = 100;
 pub(super) const WAIT_DEFAULT_S: f64 = 30.0;
 pub(super) const WAIT_MAX_S: f64 = 50.0;
 /// How long a relay client (the shim) should wait for `send_message`. The

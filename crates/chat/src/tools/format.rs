@@ -220,24 +220,6 @@ pub(super) fn bullets(items: &[String]) -> String {
         .join("\n")
 }
 
-/// Checks an optional integer parameter against `1..=max`.
-pub(super) fn bounded(
-    name: &str,
-    value: Option<i64>,
-    default: i64,
-    max: i64,
-) -> Result<usize, ToolError> {
-    let value = value.unwrap_or(default);
-    if (1..=max).contains(&value) {
-        Ok(value as usize)
-    } else {
-        Err(ToolError::invalid_argument(
-            name,
-            format!("{name} must be between 1 and {max} (got {value})"),
-        ))
-    }
-}
-
 /// What `since` must be, for error messages.
 const SINCE_FORMS: &str =
     "a message's seq (0 or more, e.g. 42) or an ISO 8601 time such as 2026-11-30T22:15:00Z";
@@ -364,15 +346,6 @@ mod tests {
         for bad in [json!(-1), json!(1.5), json!(true), json!(null), json!([1])] {
             let err = parse_since(&bad).unwrap_err();
             assert!(err.message().contains("seq"), "{bad}: {err}");
-        }
-    }
-
-    #[test]
-    fn limits_outside_the_range_are_refused() {
-        assert_eq!(bounded("limit", None, 50, 500).unwrap(), 50);
-        assert_eq!(bounded("limit", Some(500), 50, 500).unwrap(), 500);
-        for bad in [0, -1, 501, i64::MAX] {
-            assert!(bounded("limit", Some(bad), 50, 500).is_err());
         }
     }
 

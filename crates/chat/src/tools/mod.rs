@@ -26,7 +26,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use switchboard_toolset::{
     Caller, JsonObject, Notification, Session, ToolError, ToolFuture, ToolId, ToolOutput, ToolSpec,
-    ToolTable, Toolset, parse_args,
+    ToolTable, Toolset, bounded, parse_args,
 };
 use tokio::sync::broadcast;
 
@@ -45,8 +45,7 @@ use definitions::{
     tool_definitions,
 };
 use format::{
-    bounded, bullets, describe_since, fts_query, inbox_output, messages_output, search_line,
-    search_output,
+    bullets, describe_since, fts_query, inbox_output, messages_output, search_line, search_output,
 };
 
 /// What a deployment may tune; see `docs/configuration.md` (`[chat]`).
@@ -887,7 +886,7 @@ impl ChatTools {
         // By default, whatever is recorded after the call: by position, so
         // a line replayed with an older time meanwhile is not missed.
         let since = asked.unwrap_or(Since::Seq(newest));
-        let limit = READ_DEFAULT as usize;
+        let limit = READ_DEFAULT;
         let mut messages = self
             .history
             .wait_newer(channel.key(), since, page_size(Some(since), limit), timeout)
@@ -949,7 +948,7 @@ impl ChatTools {
                 .map_err(fail)?
                 .is_empty()
             {
-                return self.read_inbox(me, READ_DEFAULT as usize, false, &access);
+                return self.read_inbox(me, READ_DEFAULT, false, &access);
             }
             let woken = async {
                 loop {
@@ -1021,7 +1020,7 @@ impl ChatTools {
         // Across channels, a token limited to some reads the best matches
         // of all and keeps its own.
         let wanted = if channel.is_none() && access.restricts_channels() {
-            SEARCH_MAX as usize
+            SEARCH_MAX
         } else {
             limit
         };
