@@ -1069,13 +1069,15 @@ async fn run_call(
     _permit: OwnedSemaphorePermit,
     mut cancelled: Cancelled,
 ) {
-    // A call its client cancels is dropped, and what it started with it.
+    // A call its client cancels is dropped, and what it started with it; so
+    // is one whose reply could no longer be written (the write loop ended).
     let reply = tokio::select! {
         reply = answer_call(&shared, peer, id.clone(), name, arguments) => reply,
         Ok(()) = &mut cancelled.signal => {
             tracing::debug!(?id, "the client cancelled a call");
             Message::error_response(id, ErrorCode::Cancelled, "the client cancelled the call")
         }
+        () = replies.closed() => return,
     };
     let _ = replies.send(Outgoing::Send(reply)).await;
 }

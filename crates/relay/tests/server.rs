@@ -414,7 +414,12 @@ async fn calls_beyond_the_in_flight_limit_wait_their_turn() {
 #[tokio::test]
 async fn a_client_that_stops_reading_is_disconnected_after_the_write_timeout() {
     let server = Running::start_with(|o| o.write_timeout(Some(Duration::from_millis(300)))).await;
-    let Raw { reader, mut writer } = Raw::hello(&server.path).await;
+    let mut raw = Raw::hello(&server.path).await;
+    // A call that would never end on its own ends with the connection.
+    raw.send(r#"{"type":"request","id":"held","method":"tools/call","params":{"name":"gated","arguments":{}}}"#)
+        .await;
+    server.entered().await;
+    let Raw { reader, mut writer } = raw;
     // Echoes of 64 KiB each, never read: the socket's buffers fill after a
     // few, then the server's queue, then its calls' places.
     let payload = "x".repeat(64 * 1024);
