@@ -375,9 +375,8 @@ async fn observe(
             }
             Event::Message(message) => {
                 let nick = wire::source_nick(&message).map(str::to_owned);
-                let is_self = nick
-                    .as_deref()
-                    .is_some_and(|n| map.fold(n) == map.fold(&own_nick));
+                let nick_key = nick.as_deref().map(|n| map.fold(n));
+                let is_self = nick_key.as_deref() == Some(map.fold(&own_nick).as_str());
                 if let Some(next_page) = backfill.on_message(&message, map) {
                     inner.observer.command(next_page);
                 }
@@ -385,19 +384,25 @@ async fn observe(
                     request_backfill(&inner, &mut backfill, &caps, &info, chan);
                 }
                 if let Command::PRIVMSG(target, text) = &message.command {
-                    let from_other_observer = nick
-                        .as_deref()
-                        .is_some_and(|n| inner.is_other_observer(&map.fold(n)));
                     // The observer's own lines, and the notices of another
                     // process's observer, are stored by whoever sent them.
-                    if is_self || from_other_observer {
+                    if is_self
+                        || nick_key
+                            .as_deref()
+                            .is_some_and(|key| inner.is_other_observer(key))
+                    {
                         continue;
                     }
-                    let heard = nick.zip(channel_message(&info.rules, &message, target, text));
-                    if let Some((nick, new)) = heard {
+                    let heard = nick.zip(nick_key).zip(channel_message(
+                        &info.rules,
+                        &message,
+                        target,
+                        text,
+                    ));
+                    if let Some(((nick, nick_key), new)) = heard {
                         let new = NewMessage {
-                            nick_key: map.fold(&nick),
-                            kind: inner.kind_of(&nick),
+                            kind: inner.kind_of(&nick_key),
+                            nick_key,
                             nick,
                             origin: if backfill.is_replay(&message) {
                                 Origin::Replayed
@@ -793,9 +798,9 @@ impl Inner {
         cached.1.contains(nick_key)
     }
 
-    fn kind_of(&self, nick: &str) -> SenderKind {
+    /// Agent or human: whether `key`, a folded nick, is one of our senders.
+    fn kind_of(&self, key: &str) -> SenderKind {
         let map = self.observer.info().rules.casemapping;
-        let key = map.fold(nick);
         let senders = self.senders.lock().expect("senders lock");
         senders
             .values()
@@ -1369,7 +1374,7 @@ impl ChatBackend for IrcBackend {
                     let kind = if key == observer || self.inner.is_other_observer(&key) {
                         SenderKind::System
                     } else {
-                        self.inner.kind_of(&nick)
+                        self.inner.kind_of(&key)
                     };
                     Member { nick, kind }
                 })
