@@ -293,8 +293,7 @@ mod tests {
         assert!(a.send(1).is_ok());
         let refused = a.send(1).unwrap_err();
         assert!(refused.message().contains("retry in"), "{refused}");
-        let result = switchboard_toolset::into_call_result(Err(refused));
-        let retry = result.structured_content.unwrap()["retry_after"]
+        let retry = refused.structured().unwrap()["retry_after"]
             .as_u64()
             .unwrap();
         assert!((1..=60).contains(&retry), "{retry}");

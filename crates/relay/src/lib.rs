@@ -168,4 +168,4 @@ pub use paths::{DEFAULT_PREFIX, socket_path};
 pub use proctree::ProcessInfo;
 pub use server::{Handle, Options, Server, bind};
 pub use socket::BindError;
-pub use tools::{Call, PeerInfo, Tool, ToolHandler, ToolResult, ToolTableError};
+pub use tools::{Call, ERROR_META, PeerInfo, Tool, ToolHandler, ToolResult, ToolTableError};

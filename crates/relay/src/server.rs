@@ -1099,9 +1099,8 @@ async fn answer_call(
         Some(Err(invalid)) => {
             // As the daemon's own toolsets say it: programs tell a mistake in
             // the call from a failure to carry it out.
-            let mut result = ToolResult::error(invalid.report);
-            result.structured_content =
-                Some(serde_json::json!({"invalid_argument": invalid.argument}));
+            let result = ToolResult::error(invalid.report)
+                .with_error_facts(serde_json::json!({"invalid_argument": invalid.argument}));
             result_message(id, &result)
         }
         Some(Ok(())) => {

@@ -166,6 +166,11 @@ impl Tool {
     }
 }
 
+/// The `_meta` key under which a failed [`ToolResult`] carries facts for
+/// programs ([`ToolResult::with_error_facts`]); the daemon's own tools use
+/// the same key.
+pub const ERROR_META: &str = "dev.switchboard/error";
+
 /// The result of a tool call, serialised as an MCP `CallToolResult`:
 /// `{"content":[{"type":"text","text":…}],"structuredContent":…,"isError":…}`.
 ///
@@ -221,6 +226,33 @@ impl ToolResult {
             is_error: true,
             ..Self::text(text)
         }
+    }
+
+    /// The same failed result with `facts` for programs (such as
+    /// `{"invalid_argument": "title"}`), in `_meta` under [`ERROR_META`]:
+    /// `structuredContent` is checked against the tool's `outputSchema`,
+    /// which describes success, and some clients refuse a result whose
+    /// `structuredContent` does not fit it, error or not.
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use switchboard_relay::ToolResult;
+    ///
+    /// let failed = ToolResult::error("title is too long").with_error_facts(json!({"invalid_argument": "title"}));
+    /// let wire = serde_json::to_value(&failed).unwrap();
+    /// assert_eq!(wire["_meta"]["dev.switchboard/error"]["invalid_argument"], "title");
+    /// assert!(wire.get("structuredContent").is_none());
+    /// ```
+    #[must_use]
+    pub fn with_error_facts(mut self, facts: Value) -> Self {
+        let meta = self
+            .extra
+            .entry("_meta")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Value::Object(meta) = meta {
+            meta.insert(ERROR_META.to_owned(), facts);
+        }
+        self
     }
 
     /// A successful result with both `text` (for the model) and

@@ -8,7 +8,7 @@ use std::{sync::atomic::Ordering, time::Duration};
 use common::{Raw, Running, WAIT, params};
 use serde_json::{Value, json};
 use switchboard_relay::{
-    BindError, Options,
+    BindError, ERROR_META, Options,
     client::{Incoming, Link, LinkError},
     protocol::ErrorCode,
 };
@@ -91,15 +91,17 @@ async fn invalid_arguments_are_a_tool_error_listing_every_path() {
     );
     assert!(text.contains("(at /)"), "{text}");
     assert!(text.contains("colour"), "{text}");
-    // Programs learn an argument that was wrong.
-    let first = &result["structuredContent"]["invalid_argument"];
+    // Programs learn an argument that was wrong, outside `structuredContent`
+    // (which the tool's outputSchema describes).
+    assert!(result.get("structuredContent").is_none(), "{result}");
+    let first = &result["_meta"][ERROR_META]["invalid_argument"];
     assert!(
         ["title", "count", "colour"].iter().any(|a| first == a),
         "{first}"
     );
 
     let result = call(&link, "strict", json!({})).await.unwrap();
-    let first = &result["structuredContent"]["invalid_argument"];
+    let first = &result["_meta"][ERROR_META]["invalid_argument"];
     assert!(first == "title" || first == "count", "{first}");
     let text = self::text(&result);
     assert!(

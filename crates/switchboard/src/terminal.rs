@@ -13,7 +13,10 @@ use std::{
 use anyhow::{Context, bail};
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value, json};
-use switchboard_relay::client::{Link, LinkError};
+use switchboard_relay::{
+    ERROR_META,
+    client::{Link, LinkError},
+};
 
 /// How `tail` and `say` name themselves in their hello; the daemon takes
 /// them for the person at the terminal.
@@ -68,7 +71,7 @@ fn checked(result: &Value) -> anyhow::Result<String> {
     if !result["isError"].as_bool().unwrap_or(false) {
         return Ok(text);
     }
-    if result["structuredContent"]["invalid_argument"].is_string() {
+    if result["_meta"][ERROR_META]["invalid_argument"].is_string() {
         return Err(Misused(text).into());
     }
     bail!("{text}")
@@ -156,7 +159,7 @@ pub async fn tail(
     loop {
         let arguments = json!({"channel": channel, "since": since, "timeout_s": WAIT_S});
         let answer = match call(&link, "wait_for_messages", arguments, WAIT_CALL).await {
-            Ok(result) if result["structuredContent"]["server_stopping"] == true => {
+            Ok(result) if result["_meta"][ERROR_META]["server_stopping"] == true => {
                 Err("the server is stopping".to_owned())
             }
             Ok(result) => Ok(result),

@@ -97,10 +97,7 @@ async fn sigterm_and_sigint_drain_in_flight_calls_and_close_the_database() {
             "{}",
             text(&answer)
         );
-        assert_eq!(
-            answer.structured_content.as_ref().unwrap()["server_stopping"],
-            true
-        );
+        assert_eq!(error_facts(&answer)["server_stopping"], true);
         let status = server.exit(Duration::from_secs(15)).await;
         assert!(status.success(), "signal {signal}: {status:?}");
         assert!(started.elapsed() < Duration::from_secs(10));

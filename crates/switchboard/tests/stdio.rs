@@ -368,11 +368,8 @@ async fn bad_arguments_get_clear_tool_errors_and_change_nothing() {
         );
         // Programs tell a mistake in the call from a failure, and where.
         assert_eq!(
-            result
-                .structured_content
-                .as_ref()
-                .map(|s| &s["invalid_argument"]),
-            Some(&json!(argument)),
+            error_facts(&result)["invalid_argument"],
+            json!(argument),
             "{tool} {shown}"
         );
     }

@@ -212,9 +212,7 @@ async fn a_token_speaks_as_its_nicks_in_its_channels_with_its_tools() {
         "{}",
         text(&over)
     );
-    let retry = over.structured_content.unwrap()["retry_after"]
-        .as_u64()
-        .unwrap();
+    let retry = error_facts(&over)["retry_after"].as_u64().unwrap();
     assert!((1..=60).contains(&retry), "{retry}");
     let team = call(&admin, "read_messages", json!({"channel": "#team-a"})).await;
     assert_eq!(texts(&team), ["three", "two", "ci green", "hello"]);

@@ -119,6 +119,11 @@ impl ToolOutput {
     }
 }
 
+/// The `_meta` key of a failed result's facts for programs (see
+/// [`ToolError::with_structured`]); the relay names it
+/// `switchboard_relay::ERROR_META`.
+pub const ERROR_META: &str = "dev.switchboard/error";
+
 /// A failure the calling agent should read: bad arguments, a peer that is
 /// down, a message that was not delivered. The message says what happened and
 /// what to do about it.
@@ -126,7 +131,8 @@ impl ToolOutput {
 #[error("{message}")]
 pub struct ToolError {
     message: String,
-    /// Facts a program acts on (such as `retry_after`), as `structuredContent`.
+    /// Facts a program acts on (such as `retry_after`), in the result's
+    /// `_meta` under [`ERROR_META`].
     structured: Option<serde_json::Value>,
 }
 
@@ -140,9 +146,9 @@ impl ToolError {
 
     /// Arguments the tool cannot act on as given (a malformed channel name,
     /// a missing field), as opposed to a failure to carry out a valid call.
-    /// Programs tell the two apart by `structuredContent`'s
-    /// `invalid_argument`, the argument's name (`arguments` for the whole
-    /// object).
+    /// Programs tell the two apart by `invalid_argument` in the result's
+    /// `_meta` (under [`ERROR_META`]), the argument's name (`arguments` for
+    /// the whole object).
     ///
     /// ```
     /// let e = switchboard_toolset::ToolError::invalid_argument("channel", "no spaces in a channel name");
@@ -153,13 +159,17 @@ impl ToolError {
     }
 
     /// The server is shutting down and cannot finish the call: clients call
-    /// again once it is back (`structuredContent`: `{"server_stopping": true}`).
+    /// again once it is back (`{"server_stopping": true}` under [`ERROR_META`]).
     pub fn server_stopping() -> Self {
         Self::new("the server is stopping; call again once it is back")
             .with_structured(serde_json::json!({ "server_stopping": true }))
     }
 
-    /// The same error carrying `structured` for programs.
+    /// The same error carrying `structured` for programs. A failed result
+    /// carries it in `_meta`, not as `structuredContent`: clients check
+    /// `structuredContent` against the tool's `outputSchema`, which
+    /// describes success, and some refuse the whole result when it does not
+    /// fit.
     #[must_use]
     pub fn with_structured(mut self, structured: serde_json::Value) -> Self {
         self.structured = Some(structured);
@@ -176,9 +186,21 @@ impl ToolError {
     }
 }
 
-/// Converts a tool's outcome into the MCP result shape.
+/// Converts a tool's outcome into the MCP result shape: a failure's facts
+/// go in `_meta` under [`ERROR_META`].
+///
+/// ```
+/// use serde_json::json;
+/// use switchboard_toolset::{ToolError, into_call_result};
+///
+/// let result = into_call_result(Err(ToolError::invalid_argument("limit", "limit must be 1 to 50")));
+/// let wire = serde_json::to_value(&result).unwrap();
+/// assert_eq!(wire["isError"], true);
+/// assert_eq!(wire["_meta"]["dev.switchboard/error"], json!({"invalid_argument": "limit"}));
+/// assert!(wire.get("structuredContent").is_none());
+/// ```
 pub fn into_call_result(outcome: Result<ToolOutput, ToolError>) -> CallToolResult {
-    use rmcp::model::ContentBlock;
+    use rmcp::model::{ContentBlock, MetaObject};
     match outcome {
         Ok(output) => {
             let mut result = CallToolResult::success(vec![ContentBlock::text(output.text)]);
@@ -187,7 +209,11 @@ pub fn into_call_result(outcome: Result<ToolOutput, ToolError>) -> CallToolResul
         }
         Err(error) => {
             let mut result = CallToolResult::error(vec![ContentBlock::text(error.message)]);
-            result.structured_content = error.structured;
+            result.meta = error.structured.map(|facts| {
+                let mut meta = MetaObject::new();
+                meta.insert(ERROR_META.to_owned(), facts);
+                meta
+            });
             result
         }
     }

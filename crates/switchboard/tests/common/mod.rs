@@ -285,6 +285,22 @@ pub fn text(result: &CallToolResult) -> String {
         .join("\n")
 }
 
+/// What a failed result tells programs (`_meta` under `ERROR_META`: an
+/// `invalid_argument`, a `retry_after`, …); `Null` if nothing. A failed
+/// result never carries `structuredContent`, which the tool's
+/// `outputSchema` describes.
+pub fn error_facts(result: &CallToolResult) -> &Value {
+    assert!(
+        result.structured_content.is_none(),
+        "a failed result carries structuredContent: {result:?}"
+    );
+    result
+        .meta
+        .as_ref()
+        .and_then(|meta| meta.get(switchboard_toolset::ERROR_META))
+        .unwrap_or(&Value::Null)
+}
+
 pub fn is_error(result: &CallToolResult) -> bool {
     result.is_error == Some(true)
 }
