@@ -131,18 +131,24 @@ impl DocsTools {
     async fn search_docs(&self, p: SearchParams) -> Result<ToolOutput, ToolError> {
         let query = p.query.trim();
         if query.is_empty() {
-            return Err(ToolError::new(
+            return Err(ToolError::invalid_argument(
+                "query",
                 "query is empty; say what you are looking for, e.g. \"configure logging\"",
             ));
         }
         if query.chars().count() > MAX_QUERY_CHARS {
-            return Err(ToolError::new(format!(
-                "query is longer than {MAX_QUERY_CHARS} characters; use a few keywords"
-            )));
+            return Err(ToolError::invalid_argument(
+                "query",
+                format!("query is longer than {MAX_QUERY_CHARS} characters; use a few keywords"),
+            ));
         }
         let limit = bounded("limit", p.limit, self.search_limit, MAX_SEARCH_LIMIT)?;
         let source = match p.source.as_deref() {
-            Some(name) => Some(self.library.source_index(name.trim()).map_err(fail)?),
+            Some(name) => Some(
+                self.library
+                    .source_index(name.trim())
+                    .map_err(|e| ToolError::invalid_argument("source", e.to_string()))?,
+            ),
             None => None,
         };
         if self.library.source_names().is_empty() {
@@ -153,9 +159,12 @@ impl DocsTools {
         let loaded = self.library.load(source).await.map_err(fail)?;
         let index = &loaded.catalog.index;
         if !index.has_terms(query) {
-            return Err(ToolError::new(format!(
-                "query {query:?} has no words to search for (only common words or punctuation); name the topic, e.g. \"retry failed requests\""
-            )));
+            return Err(ToolError::invalid_argument(
+                "query",
+                format!(
+                    "query {query:?} has no words to search for (only common words or punctuation); name the topic, e.g. \"retry failed requests\""
+                ),
+            ));
         }
         let hits = index.search(query, limit, source);
         let several = self.library.source_names().len() > 1;
@@ -221,9 +230,10 @@ impl DocsTools {
             None => 0,
             Some(n) if n >= 0 => usize::try_from(n).unwrap_or(usize::MAX),
             Some(n) => {
-                return Err(ToolError::new(format!(
-                    "offset must be 0 or more (got {n})"
-                )));
+                return Err(ToolError::invalid_argument(
+                    "offset",
+                    format!("offset must be 0 or more (got {n})"),
+                ));
             }
         };
         let max_chars = bounded("max_chars", p.max_chars, self.page_chars, MAX_PAGE_CHARS)?;
@@ -231,10 +241,13 @@ impl DocsTools {
         let doc = &page.lookup.page;
         let total = doc.chars;
         if offset > 0 && offset >= total {
-            return Err(ToolError::new(format!(
-                "offset {offset} is past the end of {} ({total} characters); use an offset below {total}, or 0 to start again",
-                page.page_url
-            )));
+            return Err(ToolError::invalid_argument(
+                "offset",
+                format!(
+                    "offset {offset} is past the end of {} ({total} characters); use an offset below {total}, or 0 to start again",
+                    page.page_url
+                ),
+            ));
         }
         let window = window(&doc.text, doc.byte_offset(offset), offset, max_chars);
         let mut text = String::with_capacity(window.text.len() + 200);

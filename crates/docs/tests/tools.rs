@@ -7,13 +7,16 @@ mod common;
 use common::{TestSite, tools_for, tools_from_toml};
 use serde_json::{Value, json};
 use switchboard_docs::{DocsError, DocsTools};
-use switchboard_toolset::{Caller, ToolOutput, Toolset};
+use switchboard_toolset::{Caller, ToolError, ToolOutput, Toolset};
 
-async fn call(tools: &DocsTools, tool: &str, args: Value) -> Result<ToolOutput, String> {
+async fn call_tool(tools: &DocsTools, tool: &str, args: Value) -> Result<ToolOutput, ToolError> {
     let args = args.as_object().cloned().expect("arguments are an object");
     let id = tools.tool_id(tool).expect("a docs tool");
-    tools
-        .call(id, args, &Caller::new("test"))
+    tools.call(id, args, &Caller::new("test")).await
+}
+
+async fn call(tools: &DocsTools, tool: &str, args: Value) -> Result<ToolOutput, String> {
+    call_tool(tools, tool, args)
         .await
         .map_err(|e| e.message().to_owned())
 }
@@ -176,6 +179,67 @@ async fn search_refuses_bad_arguments() {
     for (args, want) in cases {
         let message = err(&tools, "search_docs", args.clone()).await;
         assert!(message.contains(want), "{args}: {message}");
+    }
+}
+
+#[tokio::test]
+async fn mistakes_in_a_call_name_the_argument_for_programs() {
+    let site = TestSite::start().await;
+    let tools = tools_for(&site, "");
+    let page = site.url("/docs/guides/exposing-methods/");
+    let cases = [
+        ("search_docs", json!({"query": " "}), Some("query")),
+        (
+            "search_docs",
+            json!({"query": "x".repeat(501)}),
+            Some("query"),
+        ),
+        (
+            "search_docs",
+            json!({"query": "how do I ... ?"}),
+            Some("query"),
+        ),
+        (
+            "search_docs",
+            json!({"query": "redis", "limit": 0}),
+            Some("limit"),
+        ),
+        (
+            "search_docs",
+            json!({"query": "redis", "source": "nope"}),
+            Some("source"),
+        ),
+        (
+            "get_doc",
+            json!({"url": page, "offset": -1}),
+            Some("offset"),
+        ),
+        (
+            "get_doc",
+            json!({"url": page, "offset": 1_000_000}),
+            Some("offset"),
+        ),
+        (
+            "get_doc",
+            json!({"url": page, "max_chars": 0}),
+            Some("max_chars"),
+        ),
+        // A page that is not there is a failure, not a mistake in the call.
+        (
+            "get_doc",
+            json!({"url": site.url("/docs/no-such-page/")}),
+            None,
+        ),
+    ];
+    for (tool, args, argument) in cases {
+        let Err(e) = call_tool(&tools, tool, args.clone()).await else {
+            panic!("{tool} {args} should fail");
+        };
+        assert_eq!(
+            e.structured().and_then(|s| s["invalid_argument"].as_str()),
+            argument,
+            "{tool} {args}: {e}"
+        );
     }
 }
 

@@ -93,6 +93,7 @@ async fn agents_on_streamable_http_and_legacy_sse_talk_to_each_other() {
         "{}",
         text(&inbox)
     );
+    assert_eq!(error_facts(&inbox)["invalid_argument"], "nick");
     let inbox = sse.call("read_messages", json!({})).await;
     assert_eq!(inbox["result"]["isError"], false, "{inbox}");
 }

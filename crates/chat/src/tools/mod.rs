@@ -484,9 +484,12 @@ impl ChatTools {
             if let Some(nick) = caller.identity()
                 && let Err(e) = self.backend.rules().nick(&nick)
             {
-                return ToolError::new(format!(
-                    "{tool} needs to know who you are, and your nick {nick:?} cannot be used here: {e}; start with another --nick, or pass nick"
-                ));
+                return ToolError::invalid_argument(
+                    "nick",
+                    format!(
+                        "{tool} needs to know who you are, and your nick {nick:?} cannot be used here: {e}; start with another --nick, or pass nick"
+                    ),
+                );
             }
             // Without a session (stateless HTTP) no earlier send is remembered.
             let otherwise = if caller.session.is_some() {
@@ -494,9 +497,11 @@ impl ChatTools {
             } else {
                 " with every call (each HTTP request stands alone)"
             };
-            ToolError::new(format!(
-                "{tool} needs to know who you are: pass nick (your chat nick){otherwise}"
-            ))
+            // Missing, so a mistake in the call: the argument that mends it.
+            ToolError::invalid_argument(
+                "nick",
+                format!("{tool} needs to know who you are: pass nick (your chat nick){otherwise}"),
+            )
         })
     }
 
