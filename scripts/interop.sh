@@ -204,13 +204,15 @@ fi
 # instead of ~/.mcp-inspector.
 export MCP_CATALOG_PATH=$WORK/inspector-catalog.json
 serve_args=(--ephemeral)
-inspect() { # inspect NAME INSPECTOR-ARGS...; the server runs with "${serve_args[@]}"
+# inspect NAME INSPECTOR-ARGS...; the server runs with "${serve_args[@]}", and the Inspector
+# must exit with ${want_rc:-0} (5: the tool returned isError).
+inspect() {
     local name=$1
     shift
     rc=0
     timeout "$T_INSPECTOR" inspector --cli "$@" -- "$BIN" serve --stdio "${serve_args[@]}" \
         </dev/null >"$WORK/$name.out" 2>"$WORK/$name.err" || rc=$?
-    if [[ $rc != 0 ]]; then
+    if [[ $rc != "${want_rc:-0}" ]]; then
         fail "inspector $name (exit $rc)"
         show "$WORK/$name.out" "$WORK/$name.err"
         return 1
@@ -234,6 +236,19 @@ if inspect tools-call --method tools/call --tool-name send_message \
     else
         fail "inspector tools/call send_message over stdio: $why"
         show "$WORK/tools-call.out" "$WORK/tools-call.err"
+    fi
+fi
+
+# A tool error reaches the client whole: the Inspector's SDK checks a result's
+# structuredContent against the tool's outputSchema even when isError is set,
+# and would put its own -32602 in place of the error.
+if want_rc=5 inspect tools-error --method tools/call --tool-name read_messages \
+    --tool-arg channel=general --tool-arg limit=0; then
+    if why=$(helper inspector-error "$WORK/tools-error.out" "limit must be between 1 and 500" limit); then
+        pass "inspector tools/call read_messages limit=0 over stdio: $why"
+    else
+        fail "inspector tools/call read_messages limit=0 over stdio: $why"
+        show "$WORK/tools-error.out" "$WORK/tools-error.err"
     fi
 fi
 

@@ -186,6 +186,24 @@ def inspector_call(path, expected):
     return 0
 
 
+def inspector_error(path, expected, argument):
+    """A tool error the client showed whole: its text, and the argument it names for programs."""
+    result = _load_json(path)
+    texts = [c.get("text", "") for c in result.get("content", []) if c.get("type") == "text"]
+    if not result.get("isError"):
+        print("expected a tool error, got: " + " | ".join(texts))
+        return 1
+    if not any(expected in t for t in texts):
+        print(f"no text content contains {expected!r}; got: " + " | ".join(texts))
+        return 1
+    named = result.get("_meta", {}).get("dev.switchboard/error", {}).get("invalid_argument")
+    if named != argument:
+        print(f"_meta names invalid_argument {named!r}, not {argument!r}")
+        return 1
+    print(f"showed the tool error {expected!r}, naming {argument!r}")
+    return 0
+
+
 COMMANDS = {
     "free-port": free_port,
     "wait-port": wait_port,
@@ -195,6 +213,7 @@ COMMANDS = {
     "pinned-versions": pinned_versions,
     "inspector-tools": inspector_tools,
     "inspector-call": inspector_call,
+    "inspector-error": inspector_error,
 }
 
 if __name__ == "__main__":
