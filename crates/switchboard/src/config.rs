@@ -916,7 +916,7 @@ impl Config {
     }
 
     pub fn from_toml(text: &str) -> Result<Self, String> {
-        toml::from_str(text).map_err(|e| e.to_string().trim_end().to_owned())
+        toml::from_str(text).map_err(|e| in_toml_words(e.to_string().trim_end()))
     }
 
     /// Applies the environment variables, including the original bridge's
@@ -1362,10 +1362,46 @@ fn line_of(text: &str, key: &str) -> Option<usize> {
     best.map(|(n, _)| n)
 }
 
+/// serde says which Rust type it wanted (`expected u16`, `expected struct
+/// HttpConfig`); whoever writes the file knows TOML's words.
+fn in_toml_words(message: &str) -> String {
+    const WORDS: &[(&str, &str)] = &[
+        (" as i128", ""),
+        ("expected u8", "expected a whole number from 0 to 255"),
+        ("expected u16", "expected a whole number from 0 to 65535"),
+        (
+            "expected u32",
+            "expected a whole number from 0 to 4294967295",
+        ),
+        ("expected u64", "expected a whole number, 0 or more"),
+        ("expected usize", "expected a whole number, 0 or more"),
+        ("expected i32", "expected a whole number"),
+        ("expected i64", "expected a whole number"),
+        ("expected f32", "expected a number"),
+        ("expected f64", "expected a number"),
+        (
+            "expected a sequence",
+            "expected an array (a list of tables is written [[name]], with two brackets)",
+        ),
+    ];
+    let mut message = WORDS
+        .iter()
+        .fold(message.to_owned(), |m, (rust, toml)| m.replace(rust, toml));
+    while let Some(at) = message.find("expected struct ") {
+        let name = &message[at + "expected struct ".len()..];
+        let end = name
+            .find(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+            .unwrap_or(name.len());
+        let name_end = at + "expected struct ".len() + end;
+        message.replace_range(at..name_end, "expected a table");
+    }
+    message
+}
+
 fn merged_error(merged: &str, file: Option<&str>, e: &toml::de::Error) -> String {
-    let message = e.message().trim_end();
+    let message = in_toml_words(e.message().trim_end());
     let Some(start) = e.span().map(|span| span.start) else {
-        return message.to_owned();
+        return message;
     };
     let before = merged.get(..start).unwrap_or(merged);
     let line_start = before.rfind('\n').map_or(0, |i| i + 1);
@@ -1720,6 +1756,36 @@ max_text_bytes = 0
         assert!(err.contains("max_text_bytes"), "{err}");
         let err = Config::from_toml("[chat]\nbackend = \"carrier-pigeon\"\n").unwrap_err();
         assert!(err.contains("backend"), "{err}");
+    }
+
+    #[test]
+    fn mistyped_values_are_told_in_toml_words() {
+        for (text, want) in [
+            (
+                "[chat.irc]\nport = 70000\n",
+                "expected a whole number from 0 to 65535",
+            ),
+            (
+                "[chat]\nmax_text_bytes = -5\n",
+                "expected a whole number, 0 or more",
+            ),
+            (
+                "[http]\nmax_streams = 99999999999999999999\n",
+                "expected a whole number, 0 or more",
+            ),
+            ("http = \"on\"\n", "expected a table"),
+            ("[http.tokens]\nname = \"x\"\n", "written [[name]]"),
+            (
+                "[chat.irc]\nflood_per_second = \"x\"\n",
+                "expected a number",
+            ),
+        ] {
+            let err = Config::from_toml(text).unwrap_err();
+            assert!(err.contains(want), "{text}: {err}");
+            for rust in ["u16", "usize", "i128", "struct", "sequence", "f64"] {
+                assert!(!err.contains(rust), "{text}: {err}");
+            }
+        }
     }
 
     #[test]
