@@ -646,8 +646,12 @@ fn check_irc_names(irc: &IrcConfig) -> Result<(), ConfigError> {
     Ok(())
 }
 
-/// Checks `[chat.irc]`'s timeouts and flood limits.
+/// Checks `[chat.irc]`'s port, timeouts and flood limits: what can be judged
+/// without the environment, whichever backend is in use.
 fn check_irc_limits(irc: &IrcConfig) -> Result<(), ConfigError> {
+    if irc.port == 0 {
+        return Err(invalid("chat.irc.port", "0 is not a port; use 1 to 65535"));
+    }
     for (key, value) in [
         ("chat.irc.sender_idle_s", irc.sender_idle_s),
         ("chat.irc.send_timeout_s", irc.send_timeout_s),
@@ -660,10 +664,10 @@ fn check_irc_limits(irc: &IrcConfig) -> Result<(), ConfigError> {
     if irc.flood_burst == 0 {
         return Err(invalid("chat.irc.flood_burst", "must be at least 1 line"));
     }
-    if irc.flood_per_second.is_nan() || irc.flood_per_second <= 0.0 {
+    if !irc.flood_per_second.is_finite() || irc.flood_per_second <= 0.0 {
         return Err(invalid(
             "chat.irc.flood_per_second",
-            "must be above 0 (lines a second)",
+            "must be a number above 0 (lines a second)",
         ));
     }
     Ok(())
@@ -1101,6 +1105,9 @@ impl Config {
         self.validate_chat()?;
         if self.chat.enabled && self.chat.backend == Backend::Irc {
             self.validate_irc(env)?;
+        } else {
+            // Unused until the backend is switched, but a mistake all the same.
+            check_irc_limits(&self.chat.irc)?;
         }
         self.docs
             .validate()
@@ -1186,9 +1193,6 @@ impl Config {
             })?;
         if let Some(problem) = server_problem(&server) {
             return Err(invalid("chat.irc.server", problem));
-        }
-        if irc.port == 0 {
-            return Err(invalid("chat.irc.port", "0 is not a port; use 1 to 65535"));
         }
         check_irc_names(irc)?;
         check_irc_limits(irc)?;
@@ -1643,6 +1647,35 @@ max_text_bytes = 0
             c.history_path(&env_of(&[])),
             Some(PathBuf::from("/var/lib/sb/history.db"))
         );
+    }
+
+    #[test]
+    fn irc_limits_are_checked_whichever_backend_is_in_use() {
+        for backend in [Backend::Local, Backend::Irc] {
+            type Spoil = fn(&mut IrcConfig);
+            let cases: [(&str, Spoil); 6] = [
+                ("chat.irc.port", |irc| irc.port = 0),
+                ("chat.irc.flood_burst", |irc| irc.flood_burst = 0),
+                ("chat.irc.flood_per_second", |irc| {
+                    irc.flood_per_second = 0.0
+                }),
+                ("chat.irc.flood_per_second", |irc| {
+                    irc.flood_per_second = f64::NAN
+                }),
+                ("chat.irc.flood_per_second", |irc| {
+                    irc.flood_per_second = f64::INFINITY
+                }),
+                ("chat.irc.sender_idle_s", |irc| irc.sender_idle_s = 0),
+            ];
+            for (key, spoil) in cases {
+                let mut c = Config::default();
+                c.chat.backend = backend;
+                c.chat.irc.server = Some("irc.example.net".into());
+                spoil(&mut c.chat.irc);
+                let err = c.validate(&env_of(&[])).unwrap_err().to_string();
+                assert!(err.starts_with(key), "{backend:?} {key}: {err}");
+            }
+        }
     }
 
     #[test]
