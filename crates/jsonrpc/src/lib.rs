@@ -275,11 +275,18 @@ pub fn classify(bytes: &[u8]) -> Result<Message, Rejection> {
     // An error response may carry a null id (its request's id was
     // unreadable); nothing else may.
     let null_allowed = is_response && raw_id == Some(&Value::Null);
-    if raw_id.is_some() && id.is_none() && !null_allowed {
-        return Err(Rejection::invalid_request(
-            None,
-            "id must be a string or an integer",
-        ));
+    if let Some(raw) = raw_id.filter(|_| id.is_none() && !null_allowed) {
+        // Past i64 (u64 above it, or beyond u64 and so read as a float).
+        let too_big = raw.is_u64()
+            || raw
+                .as_f64()
+                .is_some_and(|f| f.fract() == 0.0 && f.abs() >= 9.2e18);
+        let problem = if too_big {
+            "id must be an integer from -2^63 to 2^63-1, or a string"
+        } else {
+            "id must be a string or an integer"
+        };
+        return Err(Rejection::invalid_request(None, problem));
     }
     if object.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
         return Err(Rejection::invalid_request(
@@ -530,6 +537,26 @@ mod tests {
             kind(r#"{"jsonrpc":"2.0","id":null,"error":{"code":-1,"message":"m"}}"#),
             Kind::Response
         );
+    }
+
+    #[test]
+    fn an_integer_id_out_of_range_is_told_as_such() {
+        let message = |input: &str| classify(input.as_bytes()).unwrap_err().message;
+        for big in [
+            "9223372036854775808",
+            "18446744073709551615",
+            "18446744073709551616",
+        ] {
+            let input = format!(r#"{{"jsonrpc":"2.0","id":{big},"method":"ping"}}"#);
+            assert!(message(&input).contains("from -2^63 to 2^63-1"), "{big}");
+        }
+        for other in ["1.5", "true", "[1]"] {
+            let input = format!(r#"{{"jsonrpc":"2.0","id":{other},"method":"ping"}}"#);
+            assert!(
+                message(&input).ends_with("id must be a string or an integer"),
+                "{other}"
+            );
+        }
     }
 
     #[test]
