@@ -137,6 +137,18 @@ impl Default for SocketConfig {
     }
 }
 
+impl SocketConfig {
+    /// `write_timeout_s`; `None` for 0, which waits for good.
+    pub fn write_timeout(&self) -> Option<Duration> {
+        unless_zero(self.write_timeout_s)
+    }
+}
+
+/// A setting in seconds where 0 means "no limit".
+fn unless_zero(seconds: u64) -> Option<Duration> {
+    (seconds > 0).then(|| Duration::from_secs(seconds))
+}
+
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct LogConfig {
@@ -333,6 +345,18 @@ impl Default for LogConfig {
             level: "info,rmcp=warn".into(),
             file: None,
         }
+    }
+}
+
+impl HttpConfig {
+    /// `sse_idle_timeout_s`; `None` for 0, which never ends an idle stream.
+    pub fn sse_idle_timeout(&self) -> Option<Duration> {
+        unless_zero(self.sse_idle_timeout_s)
+    }
+
+    /// `write_timeout_s`; `None` for 0, which waits for good.
+    pub fn write_timeout(&self) -> Option<Duration> {
+        unless_zero(self.write_timeout_s)
     }
 }
 

@@ -390,8 +390,7 @@ impl Transports {
             http::Limits {
                 max_streams: config.http.max_streams,
                 max_sse_sessions: config.http.max_sse_sessions,
-                sse_idle: (config.http.sse_idle_timeout_s > 0)
-                    .then(|| Duration::from_secs(config.http.sse_idle_timeout_s)),
+                sse_idle: config.http.sse_idle_timeout(),
             },
             web,
             self.stop_token.clone(),
@@ -403,8 +402,7 @@ impl Transports {
             self.serving
                 .push(format!("serving the web view at http://{local}/"));
         }
-        let write_timeout = (config.http.write_timeout_s > 0)
-            .then(|| Duration::from_secs(config.http.write_timeout_s));
+        let write_timeout = config.http.write_timeout();
         let stop = self.stop_token.clone();
         self.tasks.spawn(async move {
             if let Err(e) = http::serve(listener, app, write_timeout, stop).await {
@@ -416,11 +414,9 @@ impl Transports {
 
     /// Binds the relay socket, for shims and `tail`/`say`.
     fn relay(&mut self, config: &Config, server: &McpServer) -> anyhow::Result<()> {
-        let write_timeout = (config.socket.write_timeout_s > 0)
-            .then(|| Duration::from_secs(config.socket.write_timeout_s));
         let mut options = switchboard_relay::Options::new(DAEMON_APP_ID)
             .app_name("switchboard")
-            .write_timeout(write_timeout);
+            .write_timeout(config.socket.write_timeout());
         if let Some(path) = &config.socket.path {
             options = options.socket_path(path.clone());
         }

@@ -167,6 +167,28 @@ fn install_actions_are_single_plain_and_render_from_defaults() {
 }
 
 #[test]
+fn a_nul_anywhere_that_reaches_argv_is_refused_naming_the_key() {
+    let status = "[[actions]]\ntool = \"s\"\nkind = \"status\"\ndescription = \"d\"\n";
+    let config: CommandsConfig =
+        toml::from_str(&format!("program = \"i\\u0000mq\"\n{status}")).unwrap();
+    let program = CommandTools::with_environment(&config, Path::new("/"), [])
+        .err()
+        .unwrap()
+        .to_string();
+    let literal = action("argv = [\"st\\u0000atus\"]");
+    let dry_run =
+        action("mutating = true\nargv = [\"deploy\"]\ndry_run_args = [\"--dry\\u0000run\"]");
+    for (e, key) in [
+        (program, "commands.program:"),
+        (literal, "commands.actions[1].argv[0]:"),
+        (dry_run, "commands.actions[1].dry_run_args:"),
+    ] {
+        assert!(e.starts_with(key), "{key} {e}");
+        assert!(e.contains("contains a NUL character"), "{e}");
+    }
+}
+
+#[test]
 fn section_level_settings_are_checked() {
     let section = |text: &str| {
         let config: CommandsConfig = toml::from_str(text).unwrap();

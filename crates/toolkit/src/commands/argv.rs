@@ -301,17 +301,23 @@ impl Argv {
     }
 }
 
+/// A config value that would reach argv: NUL cannot be passed to a program.
+pub(crate) fn refuse_nul_in_config(key: &str, raw: &str) -> Result<(), ConfigError> {
+    if raw.contains('\0') {
+        return Err(ConfigError::new(
+            key,
+            format!("{raw:?} contains a NUL character, which cannot be passed to a program"),
+        ));
+    }
+    Ok(())
+}
+
 pub(crate) fn compile_text(
     key: &str,
     raw: &str,
     schema: &InputSchema,
 ) -> Result<Text, ConfigError> {
-    if raw.contains('\0') {
-        return Err(ConfigError::new(
-            key,
-            "contains a NUL character, which cannot be passed to a program",
-        ));
-    }
+    refuse_nul_in_config(key, raw)?;
     let text = Text::parse(raw).map_err(|e| ConfigError::new(key, e))?;
     for param in text.params() {
         check_scalar_param(key, param, schema)?;

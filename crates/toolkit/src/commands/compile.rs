@@ -9,7 +9,7 @@ use switchboard_toolset::{JsonObject, ToolAnnotations, ToolSpec, ToolTable};
 
 use super::{
     Action, Case, Cases, CommandTools, InstallHint,
-    argv::{Argv, compile_text},
+    argv::{Argv, compile_text, refuse_nul_in_config},
     report::{display_command, run_output_schema, status_output_schema},
     runner::{is_env_name, is_executable, not_executable},
 };
@@ -46,12 +46,7 @@ impl CommandTools {
         environment: impl IntoIterator<Item = (String, String)>,
     ) -> Result<Self, ConfigError> {
         check_not_blank("commands.program", &config.program)?;
-        if config.program.contains('\0') {
-            return Err(ConfigError::new(
-                "commands.program",
-                "contains a NUL character",
-            ));
-        }
+        refuse_nul_in_config("commands.program", &config.program)?;
         let default_timeout =
             seconds("commands.timeout_s", config.timeout_s, MAX_TIMEOUT_S, false)?;
         let grace = seconds(
@@ -392,11 +387,8 @@ fn compile_case(
                 "only applies to mutating cases; set mutating = true or remove it",
             ));
         }
-        if let Some(bad) = list.iter().find(|a| a.contains('\0')) {
-            return Err(ConfigError::new(
-                key,
-                format!("{bad:?} contains a NUL character"),
-            ));
+        for arg in &list {
+            refuse_nul_in_config(&key, arg)?;
         }
         Ok(list)
     };
