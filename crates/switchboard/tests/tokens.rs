@@ -454,10 +454,13 @@ async fn the_web_view_follows_the_token_of_its_cookie() {
         .await
         .unwrap();
     assert_eq!(forged.status(), StatusCode::FORBIDDEN);
-    let sent = post(json!({"channel": "#team-x", "text": "hi", "nick": "alice"}))
+    // Left out, the nick is the one the token binds her to.
+    let sent = post(json!({"channel": "#team-x", "text": "hi"}))
         .await
         .unwrap();
     assert_eq!(sent.status(), StatusCode::OK);
+    let sent: Value = sent.json().await.unwrap();
+    assert_eq!(sent["sent_as"], "alice", "{sent}");
     let team = call(&admin, "read_messages", json!({"channel": "#team-x"})).await;
     assert_eq!(texts(&team), ["hi", "for alice"]);
     // alice's token is an agent's: posting through the page does not make

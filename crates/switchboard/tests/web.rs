@@ -273,6 +273,23 @@ async fn the_api_reads_writes_and_refuses_what_it_must() {
             "{error}"
         );
     }
+    // Without a token that binds the person to a nick, sending or marking
+    // read needs one.
+    for (path, body) in [
+        ("/api/send", json!({"channel": "#ops", "text": "x"})),
+        ("/api/read", json!({"channel": "#ops", "seq": 1})),
+    ] {
+        let response = post(&server, path, body.clone()).await;
+        assert_eq!(response.status(), 422, "{path} {body}");
+        let error: Value = response.json().await.unwrap();
+        assert!(
+            error["error"]
+                .as_str()
+                .unwrap()
+                .starts_with("missing field"),
+            "{error}"
+        );
+    }
     let read = post(
         &server,
         "/api/read",

@@ -1,8 +1,8 @@
 //! The JSON API under `/api/`, documented in `docs/web.md`: the chat
 //! toolset's operations ([`ChatTools`]) for a person in a browser.
 //!
-//! The person names themselves (`viewer` in queries, `nick` when sending);
-//! it must be a valid nick, and what they send is stored as a person's
+//! The person names themselves (`viewer` in queries, `nick` when sending),
+//! or is the nick their token binds them to; it must be a valid nick, and what they send is stored as a person's
 //! message (`kind: human`), as `switchboard say` does, unless their token
 //! is an agent's. Errors are `{"error": "…"}` with a 4xx status, malformed
 //! queries and bodies included ([`Params`], [`Body`]).
@@ -226,10 +226,38 @@ impl State {
         Ok(nick)
     }
 
-    fn viewer(&self, raw: Option<&str>, allowed: &Allowed) -> Result<Option<Nick>, ApiError> {
-        raw.filter(|v| !v.is_empty())
-            .map(|v| self.nick(v, "viewer", allowed))
-            .transpose()
+    /// The person named `raw`, or when it is absent (or empty) the nick
+    /// their token binds them to, if any.
+    fn person(
+        &self,
+        raw: Option<&str>,
+        what: &str,
+        allowed: &Allowed,
+    ) -> Result<Option<Nick>, ApiError> {
+        match raw.filter(|v| !v.is_empty()) {
+            Some(raw) => self.nick(raw, what, allowed).map(Some),
+            None => allowed
+                .0
+                .default_nick()
+                .map(|own| self.nick(&own, what, allowed))
+                .transpose(),
+        }
+    }
+
+    /// [`State::person`] where one is needed: absent with no token nick to
+    /// stand in, it is a missing field, as a body without it is.
+    fn required_person(
+        &self,
+        raw: Option<&str>,
+        what: &str,
+        allowed: &Allowed,
+    ) -> Result<Nick, ApiError> {
+        self.person(raw, what, allowed)?.ok_or_else(|| {
+            ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                format!("missing field `{what}`: the nick to act as"),
+            )
+        })
     }
 }
 
@@ -318,7 +346,7 @@ async fn channels(
     allowed: Allowed,
     Params(q): Params<ViewerQuery>,
 ) -> ApiResult {
-    let viewer = state.viewer(q.viewer.as_deref(), &allowed)?;
+    let viewer = state.person(q.viewer.as_deref(), "viewer", &allowed)?;
     let mut summaries = state.chat.summaries(viewer.as_ref()).await?;
     summaries.retain(|s| allowed.0.allows(&s.channel));
     Ok(Json(json!({"channels": summaries})).into_response())
@@ -343,7 +371,7 @@ async fn messages(
     Params(q): Params<PageQuery>,
 ) -> ApiResult {
     let channel = state.channel(&q.channel, &allowed)?;
-    let viewer = state.viewer(q.viewer.as_deref(), &allowed)?;
+    let viewer = state.person(q.viewer.as_deref(), "viewer", &allowed)?;
     let limit = page_limit(q.limit)?;
     if let Some(after) = q.after {
         if q.before.is_some() {
@@ -475,7 +503,7 @@ async fn approvals(extract::State(state): extract::State<State>, allowed: Allowe
 struct Send {
     channel: String,
     text: String,
-    nick: String,
+    nick: Option<String>,
 }
 
 /// Posts as the person `nick`.
@@ -485,7 +513,7 @@ async fn send(
     Body(body): Body<Send>,
 ) -> ApiResult {
     let channel = state.channel(&body.channel, &allowed)?;
-    let nick = state.nick(&body.nick, "nick", &allowed)?;
+    let nick = state.required_person(body.nick.as_deref(), "nick", &allowed)?;
     let delivery = state
         .chat
         .say(&channel, &nick, &body.text, &allowed.0)
@@ -515,7 +543,7 @@ async fn send(
 struct Read {
     channel: String,
     seq: i64,
-    viewer: String,
+    viewer: Option<String>,
 }
 
 /// The viewer has seen `channel` up to position `seq`.
@@ -525,7 +553,7 @@ async fn read(
     Body(body): Body<Read>,
 ) -> ApiResult {
     let channel = state.channel(&body.channel, &allowed)?;
-    let viewer = state.nick(&body.viewer, "viewer", &allowed)?;
+    let viewer = state.required_person(body.viewer.as_deref(), "viewer", &allowed)?;
     state.chat.mark_read(&viewer, &channel, body.seq)?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
