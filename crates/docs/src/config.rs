@@ -265,24 +265,18 @@ impl DocsConfig {
 
     /// Validates and turns the sources into their working form.
     pub(crate) fn resolve(&self) -> Result<Vec<Source>, ConfigError> {
-        if !(MIN_PAGE_CHARS..=MAX_PAGE_CHARS).contains(&self.page_chars) {
-            return Err(ConfigError::new(
-                "docs.page_chars",
-                format!(
-                    "must be from {MIN_PAGE_CHARS} to {MAX_PAGE_CHARS} characters (got {})",
-                    self.page_chars
-                ),
-            ));
-        }
-        if !(1..=MAX_SEARCH_LIMIT).contains(&self.search_limit) {
-            return Err(ConfigError::new(
-                "docs.search_limit",
-                format!(
-                    "must be from 1 to {MAX_SEARCH_LIMIT} (got {})",
-                    self.search_limit
-                ),
-            ));
-        }
+        ConfigError::check_range(
+            "docs.page_chars",
+            self.page_chars,
+            MIN_PAGE_CHARS..=MAX_PAGE_CHARS,
+            " characters",
+        )?;
+        ConfigError::check_range(
+            "docs.search_limit",
+            self.search_limit,
+            1..=MAX_SEARCH_LIMIT,
+            "",
+        )?;
         if self.cache_bytes < MIN_CACHE_BYTES {
             return Err(ConfigError::new(
                 "docs.cache_bytes",
@@ -401,15 +395,12 @@ impl SourceConfig {
                 ),
             ));
         }
-        if !(MIN_PAGE_BYTES..=MAX_PAGE_BYTES).contains(&self.max_page_bytes) {
-            return Err(ConfigError::new(
-                format!("{key}.max_page_bytes"),
-                format!(
-                    "must be from {MIN_PAGE_BYTES} to {MAX_PAGE_BYTES} bytes (got {})",
-                    self.max_page_bytes
-                ),
-            ));
-        }
+        ConfigError::check_range(
+            &format!("{key}.max_page_bytes"),
+            self.max_page_bytes,
+            MIN_PAGE_BYTES..=MAX_PAGE_BYTES,
+            " bytes",
+        )?;
         Ok(Source {
             name: name.to_owned(),
             llms_txt,

@@ -703,17 +703,8 @@ fn within<T: PartialOrd + std::fmt::Display>(
     value: T,
     range: std::ops::RangeInclusive<T>,
 ) -> Result<(), ConfigError> {
-    if range.contains(&value) {
-        return Ok(());
-    }
-    Err(invalid(
-        key,
-        format!(
-            "{value} is out of range; use {} to {}",
-            range.start(),
-            range.end()
-        ),
-    ))
+    switchboard_toolset::ConfigError::check_range(key, value, range, "")
+        .map_err(|e| invalid(e.key(), e.message()))
 }
 
 /// `[chat.push]`, checked.
@@ -724,7 +715,7 @@ fn push_settings(push: &PushConfig) -> Result<PushSettings, ConfigError> {
         return Err(invalid(
             "chat.push.loop_messages",
             format!(
-                "{} is out of range; use 0 (off) or 2 to 1000",
+                "must be 0 (off) or between 2 and 1000 (got {})",
                 push.loop_messages
             ),
         ));

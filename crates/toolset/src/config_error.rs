@@ -21,6 +21,38 @@ impl ConfigError {
         }
     }
 
+    /// Checks that `value` lies in `range`, in one wording for every
+    /// section; `unit` follows the bounds (`" bytes"`, or `""`).
+    ///
+    /// ```
+    /// # use switchboard_toolset::ConfigError;
+    /// assert!(ConfigError::check_range("docs.search_limit", 5, 1..=50, "").is_ok());
+    /// let e = ConfigError::check_range("docs.page_chars", 10, 500..=100_000, " characters")
+    ///     .unwrap_err();
+    /// assert_eq!(
+    ///     e.to_string(),
+    ///     "docs.page_chars: must be between 500 and 100000 characters (got 10)"
+    /// );
+    /// ```
+    pub fn check_range<T: PartialOrd + std::fmt::Display>(
+        key: &str,
+        value: T,
+        range: std::ops::RangeInclusive<T>,
+        unit: &str,
+    ) -> Result<(), Self> {
+        if range.contains(&value) {
+            return Ok(());
+        }
+        Err(Self::new(
+            key,
+            format!(
+                "must be between {} and {}{unit} (got {value})",
+                range.start(),
+                range.end()
+            ),
+        ))
+    }
+
     /// The dotted path of the offending key, e.g. `commands.actions[2].argv[3]`.
     pub fn key(&self) -> &str {
         &self.key

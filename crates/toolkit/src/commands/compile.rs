@@ -55,17 +55,12 @@ impl CommandTools {
             MAX_GRACE_S,
             true,
         )?;
-        if !OUTPUT_RANGE.contains(&config.max_output_bytes) {
-            return Err(ConfigError::new(
-                "commands.max_output_bytes",
-                format!(
-                    "must be between {} and {} bytes (got {})",
-                    OUTPUT_RANGE.start(),
-                    OUTPUT_RANGE.end(),
-                    config.max_output_bytes
-                ),
-            ));
-        }
+        ConfigError::check_range(
+            "commands.max_output_bytes",
+            config.max_output_bytes,
+            OUTPUT_RANGE,
+            " bytes",
+        )?;
         let env = child_environment(config, environment)?;
         let working_dir = match &config.working_dir {
             Some(dir) => {
