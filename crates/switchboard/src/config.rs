@@ -1694,6 +1694,21 @@ max_text_bytes = 0
     }
 
     #[test]
+    fn an_unreadable_ca_file_is_named_once_with_its_path() {
+        let mut c = Config::default();
+        c.chat.backend = Backend::Irc;
+        c.chat.irc.server = Some("irc.example.net".into());
+        c.chat.irc.tls = true;
+        c.chat.irc.ca_file = Some("/nonexistent/ca.pem".into());
+        let err = c.validate(&env_of(&[])).unwrap_err().to_string();
+        assert!(
+            err.starts_with("chat.irc.ca_file: /nonexistent/ca.pem: "),
+            "{err}"
+        );
+        assert_eq!(err.matches("chat.irc.ca_file").count(), 1, "{err}");
+    }
+
+    #[test]
     fn allowed_origins_are_origins_as_browsers_send_them() {
         for origin in [
             "https://app.example.com/path",

@@ -26,12 +26,13 @@ impl std::fmt::Debug for Tls {
     }
 }
 
-/// TLS could not be set up from the configuration.
+/// TLS could not be set up from the configuration (the caller names the
+/// key, `chat.irc.ca_file`).
 #[derive(Debug, thiserror::Error)]
 pub enum TlsSetupError {
-    #[error("chat.irc.ca_file {path}: {reason}")]
+    #[error("{path}: {reason}")]
     CaFile { path: String, reason: String },
-    #[error("no usable system root certificates; set chat.irc.ca_file")]
+    #[error("no usable system root certificates; give the server's CA certificate (PEM) here")]
     NoRoots,
 }
 
