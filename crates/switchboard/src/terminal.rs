@@ -213,6 +213,13 @@ pub async fn say(
 mod tests {
     use super::*;
 
+    /// `tail`/`say` read the daemon's tool errors (written through the
+    /// toolset) with the relay's name for the key: one key, two crates.
+    #[test]
+    fn the_daemon_and_the_relay_name_one_error_key() {
+        assert_eq!(ERROR_META, switchboard_toolset::ERROR_META);
+    }
+
     #[test]
     fn tail_prints_no_escape_sequence_a_sender_wrote() {
         let messages = [json!({
